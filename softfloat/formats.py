@@ -1,0 +1,246 @@
+"""Floating-point formats as data.
+
+Provides the frozen :class:`Format` record, from which every derived quantity (bias, emin, emax,
+largest finite value, smallest normal and subnormal, machine epsilon, bit width, carrier dtype) is
+computed, and the named presets looked up by :func:`get_format` under their common aliases.
+
+No per-format hand-typed tables: a preset is just ``Format(...)`` with its field widths, and the
+numbers users know (65504, 448, 2^-24, ...) fall out of the derivations below, which the tests
+check against independent sources (numpy float16, ml_dtypes).
+
+This module imports only the standard library and numpy; it must not import numba kernels,
+autograd, scalers or models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Format", "get_format", "list_formats", "FORMATS", "INF_NAN_STYLES"]
+
+#: Inf/NaN styles and their integer codes (kernels receive the code).
+#:   "ieee": exponent all-ones is reserved: mantissa 0 -> +-Inf, otherwise NaN (fp16, bf16, e5m2).
+#:   "fn":   no infinities; exponent all-ones holds finite values except the single all-ones
+#:           mantissa, which is NaN (OCP E4M3FN: S.1111.111).
+#:   "none": every pattern is a finite number: no Inf, no NaN (overflow always saturates).
+INF_NAN_STYLES = {"ieee": 0, "fn": 1, "none": 2}
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format: 1 sign bit, ``exp_bits`` exponent bits, ``man_bits``
+    stored fraction bits (precision p = man_bits + 1 with the implicit leading bit).
+
+    Parameters
+    ----------
+    name : str
+        Display name (any string; presets use the canonical short names).
+    exp_bits : int
+        Exponent field width, 2..11.
+    man_bits : int
+        Stored fraction width, 1..52.
+    subnormals : bool
+        True: gradual underflow (subnormals exist). False: flush-to-zero, the grid has no values
+        strictly between 0 and the smallest normal 2^emin; see :mod:`softfloat.rounding` for how
+        tininess is detected.
+    inf_nan : {"ieee", "fn", "none"}
+        Encoding of the specials (see ``INF_NAN_STYLES``).
+    saturate : bool
+        True: a result that overflows becomes the largest finite value (with its sign) in every
+        rounding mode, instead of Inf (ieee) or NaN (fn).
+    """
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    subnormals: bool = True
+    inf_nan: str = "ieee"
+    saturate: bool = False
+    # Derived fields, filled in __post_init__ (not part of the constructor or of equality).
+    bias: int = field(init=False, compare=False)
+    emin: int = field(init=False, compare=False)
+    emax: int = field(init=False, compare=False)
+
+    def __post_init__(self):
+        e, m = self.exp_bits, self.man_bits
+        for attr, val in (("exp_bits", e), ("man_bits", m)):
+            if isinstance(val, bool) or not isinstance(val, (int, np.integer)):
+                raise TypeError(f"Format {attr} must be an int, got {type(val).__name__}")
+        if not 2 <= e <= 11:
+            raise ValueError(f"Format exp_bits must be in 2..11, got {e}")
+        if not 1 <= m <= 52:
+            raise ValueError(f"Format man_bits must be in 1..52, got {m}")
+        if self.inf_nan not in INF_NAN_STYLES:
+            raise ValueError(
+                f"Format inf_nan must be one of {sorted(INF_NAN_STYLES)}, got {self.inf_nan!r}")
+        if not isinstance(self.subnormals, (bool, np.bool_)):
+            raise TypeError("Format subnormals must be a bool")
+        if not isinstance(self.saturate, (bool, np.bool_)):
+            raise TypeError("Format saturate must be a bool")
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("Format name must be a non-empty string")
+        # bias = 2^(e-1) - 1: fp16 (e=5) -> 15, bf16/fp32 (e=8) -> 127, e4m3 (e=4) -> 7.
+        bias = (1 << (e - 1)) - 1
+        # The biased exponent 0 encodes zero/subnormals, so the smallest normal exponent is
+        # 1 - bias: fp16 -> -14, fp32/bf16 -> -126, e4m3 -> -6, e5m2 -> -14.
+        emin = 1 - bias
+        # ieee reserves the all-ones biased exponent (2^e - 1) for Inf/NaN, so the largest
+        # normal biased exponent is 2^e - 2: fp16 -> 30 - 15 = 15.  fn and none use the
+        # all-ones exponent for finite numbers: e4m3fn -> 15 - 7 = 8.
+        top = (1 << e) - 1
+        emax = (top - 1 if self.inf_nan == "ieee" else top) - bias
+        if self.inf_nan == "ieee" and e < 2:
+            raise ValueError("an ieee-style format needs at least 2 exponent bits")
+        object.__setattr__(self, "bias", bias)
+        object.__setattr__(self, "emin", emin)
+        object.__setattr__(self, "emax", emax)
+        # Carrier check: every value of the format must be exactly representable in float64,
+        # including the smallest subnormal 2^(emin - m).
+        if emax > 1023 or emin - m < -1074:
+            raise ValueError(
+                f"Format {self.name}: range exceeds float64 (emax={emax}, smallest exponent "
+                f"{emin - m}); formats must fit in a float64 carrier")
+
+    # ----- derived quantities -----------------------------------------------------------
+    @property
+    def precision(self) -> int:
+        """p = man_bits + 1 significand bits (fp16: 11, bf16: 8, fp32: 24)."""
+        return self.man_bits + 1
+
+    @property
+    def bits(self) -> int:
+        """Total encoding width 1 + exp_bits + man_bits (fp16: 16, tf32: 19, e4m3fn: 8)."""
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def max(self) -> float:
+        """Largest finite value.
+
+        ieee / none: (2 - 2^-m) * 2^emax, e.g. fp16 (2 - 2^-10) * 2^15 = 65504,
+        bf16 (2 - 2^-7) * 2^127 ~ 3.3895e38.
+        fn: the all-ones mantissa at emax is NaN, so the largest mantissa is all-ones minus one:
+        (2 - 2^(1-m)) * 2^emax, e.g. e4m3fn (2 - 2^-2) * 2^8 = 1.75 * 256 = 448.
+        """
+        m = self.man_bits
+        frac = 2.0 - 2.0 ** (1 - m) if self.inf_nan == "fn" else 2.0 - 2.0 ** (-m)
+        return float(np.ldexp(frac, self.emax))
+
+    @property
+    def tiny(self) -> float:
+        """Smallest positive normal 2^emin (fp16: 2^-14 ~ 6.1035e-05)."""
+        return float(np.ldexp(1.0, self.emin))
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive value: 2^(emin - m) with subnormals (fp16: 2^(-14-10) = 2^-24),
+        else the smallest normal 2^emin."""
+        return float(np.ldexp(1.0, self.emin - self.man_bits)) if self.subnormals else self.tiny
+
+    @property
+    def eps(self) -> float:
+        """Machine epsilon 2^-m, the gap from 1 to the next value (fp16 2^-10, bf16 2^-7)."""
+        return float(np.ldexp(1.0, -self.man_bits))
+
+    @property
+    def unit_roundoff(self) -> float:
+        """u = 2^-p = eps / 2, the relative error bound of round-to-nearest."""
+        return self.eps / 2
+
+    @property
+    def has_inf(self) -> bool:
+        return self.inf_nan == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.inf_nan != "none"
+
+    @property
+    def inf_nan_code(self) -> int:
+        return INF_NAN_STYLES[self.inf_nan]
+
+    @property
+    def carrier_dtype(self) -> np.dtype:
+        """float32 when every value (and +-Inf/NaN) is exactly a float32: emax <= 127,
+        smallest subnormal >= 2^-149 and p <= 24; otherwise float64."""
+        fits = self.emax <= 127 and self.emin - self.man_bits >= -149 and self.man_bits <= 23
+        return np.dtype(np.float32 if fits else np.float64)
+
+    @property
+    def bits_dtype(self) -> np.dtype:
+        """Unsigned integer type holding one encoding: uint8 / uint16 / uint32 / uint64."""
+        for t in (np.uint8, np.uint16, np.uint32, np.uint64):
+            if self.bits <= np.dtype(t).itemsize * 8:
+                return np.dtype(t)
+        raise AssertionError("unreachable: bits <= 64 by construction")
+
+    def kernel_params(self) -> tuple:
+        """(man_bits, emin, emax, subnormals, inf_nan_code, saturate) as plain ints for kernels."""
+        return (self.man_bits, self.emin, self.emax, int(bool(self.subnormals)),
+                self.inf_nan_code, int(bool(self.saturate)))
+
+    def describe(self) -> str:
+        """One-line human summary, e.g. for notebooks."""
+        return (f"{self.name}: 1+{self.exp_bits}+{self.man_bits} bits, bias {self.bias}, "
+                f"emin {self.emin}, emax {self.emax}, max {self.max:.6g}, "
+                f"tiny {self.tiny:.6g}, smallest {self.smallest_subnormal:.6g}, "
+                f"eps {self.eps:.6g}, inf_nan={self.inf_nan}, subnormals={self.subnormals}, "
+                f"saturate={self.saturate}")
+
+    def __repr__(self):
+        return (f"Format(name={self.name!r}, exp_bits={self.exp_bits}, "
+                f"man_bits={self.man_bits}, subnormals={self.subnormals}, "
+                f"inf_nan={self.inf_nan!r}, saturate={self.saturate})")
+
+
+# ----- presets ---------------------------------------------------------------------------
+# Widths from the standards: IEEE 754 binary16/binary32; bfloat16 (fp32's exponent, 7 fraction
+# bits); NVIDIA TF32 (fp32's exponent, fp16's 10 fraction bits, 19 bits used); OCP 8-bit
+# formats E4M3FN (no Inf, one NaN pattern) and E5M2 (IEEE-style).
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("fp16", 5, 10),
+        Format("bf16", 8, 7),
+        Format("fp32", 8, 23),
+        Format("tf32", 8, 10),
+        Format("e4m3fn", 4, 3, inf_nan="fn"),
+        Format("e5m2", 5, 2),
+        Format("fp64", 11, 52),
+    )
+}
+
+_ALIASES = {
+    "fp16": ("binary16", "half", "float16", "f16"),
+    "bf16": ("bfloat16",),
+    "fp32": ("binary32", "single", "float32", "f32"),
+    "tf32": ("tensorfloat32", "tensorfloat-32"),
+    "e4m3fn": ("e4m3", "fp8_e4m3", "fp8_e4m3fn", "float8_e4m3fn"),
+    "e5m2": ("fp8_e5m2", "float8_e5m2"),
+    "fp64": ("binary64", "double", "float64", "f64"),
+}
+_LOOKUP = {name: name for name in FORMATS}
+for _canon, _names in _ALIASES.items():
+    for _a in _names:
+        _LOOKUP[_a] = _canon
+
+
+def list_formats() -> dict[str, tuple[str, ...]]:
+    """Canonical preset names mapped to their accepted aliases."""
+    return {name: _ALIASES.get(name, ()) for name in FORMATS}
+
+
+def get_format(fmt) -> Format:
+    """Return the :class:`Format` for a preset name or alias (case-insensitive), or ``fmt``
+    itself when it already is a Format.  Unknown names raise ValueError listing the names."""
+    if isinstance(fmt, Format):
+        return fmt
+    if not isinstance(fmt, str):
+        raise TypeError(f"format must be a Format or a name, got {type(fmt).__name__}")
+    key = fmt.strip().lower().replace("-", "_") if fmt.strip().lower() not in _LOOKUP else \
+        fmt.strip().lower()
+    if key in _LOOKUP:
+        return FORMATS[_LOOKUP[key]]
+    accepted = ", ".join(f"{n} ({'/'.join(a)})" if a else n for n, a in list_formats().items())
+    raise ValueError(f"unknown format {fmt!r}; accepted: {accepted}, or a softfloat.Format")

@@ -1,0 +1,59 @@
+"""Rounding real numbers onto a format's grid: :func:`round` (conversion) and its flags.
+
+``round(x, fmt, mode)`` rounds every element of x exactly once (float32 and float64 inputs are
+both rounded from their own exact values: a float64 input is never rounded through float32) and
+returns the carrier array (float32 when the format fits, else float64).  The rounding rules, the
+overflow and underflow conventions and the NaN handling are documented in
+:mod:`softfloat._roundpack`, the single routine all operations share.
+
+Imports numpy and the softfloat kernels only.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import _kernels_round as K
+from ._validate import as_float_array, check_flags, check_format, check_mode, check_sr, finish
+
+__all__ = ["round", "kernel_args"]
+
+
+def kernel_args(fmt):
+    """(m, emin, emax, subn, infnan, sat, maxval) for the kernels."""
+    m, emin, emax, subn, infnan, sat = fmt.kernel_params()
+    return m, emin, emax, subn, infnan, sat, float(fmt.max)
+
+
+def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: A001
+    """Round ``x`` onto the grid of ``fmt`` with one rounding per element.
+
+    Parameters
+    ----------
+    x : array_like of float (float16/32/64 arrays, Python floats or lists)
+    fmt : Format or str (e.g. "fp16", "bf16", "e4m3fn")
+    mode : rounding mode name or softfloat.Mode ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
+    seed : int, required for mode "sr"; the random bits of element i depend only on (seed, i)
+    sr_bits : int, random bits per stochastic rounding (default 24, at most 62)
+    flags : softfloat.Flags, optional; receives the counts of raised IEEE flags
+
+    Returns
+    -------
+    ndarray of fmt.carrier_dtype with x's shape (a numpy scalar for scalar input)
+    """
+    fmt = check_format(fmt)
+    mode = check_mode(mode)
+    key, rbits = check_sr(mode, seed, sr_bits)
+    check_flags(flags)
+    arr = as_float_array(x)
+    flat = arr.reshape(-1)
+    out = np.empty(flat.size, dtype=fmt.carrier_dtype)
+    counts = np.zeros((builtins.max(K.n_chunks(flat.size), 1), K.NFLAGS), dtype=np.int64)
+    if flat.size:
+        K.round_kernel(flat, out, *kernel_args(fmt), int(mode), key, rbits,
+                       flags is not None, counts)
+    if flags is not None:
+        flags._add_counts(counts, flat.size)
+    return finish(out, arr.shape)
