@@ -1,0 +1,42 @@
+# The README's two commands: `make demo` and `make test`.  Both create the environment first
+# when it is missing, so a fresh clone needs nothing else.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install test test-fast demo bench lint notebooks clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Every test, the exhaustive 2^32 conversions (marked slow) included.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+## Everything except the tests marked slow.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+## The main job on built-in data: reproduce the paper's findings at small scale.
+demo: $(STAMP)
+	$(BIN)/python -m models reproduce --quick --out results/demo
+
+## Speed ratios against baselines run in the same process.
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+notebooks: $(STAMP)
+	$(BIN)/python -m tests.run_notebooks
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis results
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""Benchmarks: speed ratios against baselines measured in the same process (`make bench`)."""
