@@ -1,0 +1,174 @@
+"""Correctly rounded arithmetic in an emulated format: add, sub, mul, div, sqrt, fma.
+
+Every operation computes the EXACT result of its operands' values (float16/32/64 arrays, Python
+floats or lists; numpy broadcasting between operands) and rounds it ONCE onto the grid of ``fmt``
+in the requested mode -- a float64 operand is never rounded through float32 first, and operands
+need not lie on the format's grid.  The result is the format's carrier array (float32 when the
+format fits, else float64).  How the single rounding is guaranteed, the special-value rules (signs
+of zero, x / 0, invalid operations) and the stochastic-rounding bit limit are documented in
+:mod:`softfloat._arith`; the rounding itself in :mod:`softfloat._roundpack`.
+
+Imports numpy and the softfloat kernels only.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import _kernels_arith as K
+from ._kernels_round import NFLAGS, n_chunks
+from ._validate import (
+    as_float_array,
+    check_flags,
+    check_format,
+    check_mode,
+    check_sr,
+    finish,
+)
+from .rounding import kernel_args
+
+__all__ = ["MAX_PRECISION", "add", "div", "fma", "max_sr_bits", "mul", "sqrt", "sub"]
+
+#: The exact result is handed to the rounding as a float64 rounded to odd (53 bits), which
+#: rounds correctly to p bits when p + 2 <= 53 (Boldo & Melquiond), i.e. p <= 51.
+MAX_PRECISION = 51
+
+
+def max_sr_bits(fmt) -> int:
+    """Largest sr_bits accepted by the arithmetic for ``fmt``: p + r + 2 <= 53, i.e. r <= 51 - p
+    (fp32 27, tf32/fp16 40, bf16 43, e4m3fn 47, e5m2 48).  The first p + r bits of the exact
+    result, which stochastic rounding looks at, are then those of its 53-bit round-to-odd proxy."""
+    return MAX_PRECISION - check_format(fmt).precision
+
+
+def _prepare(fmt, mode, seed, sr_bits, flags, opname):
+    fmt = check_format(fmt)
+    if fmt.precision > MAX_PRECISION:
+        raise ValueError(
+            f"{opname}: format {fmt.name} has {fmt.precision} significand bits; the arithmetic "
+            f"supports formats with at most {MAX_PRECISION} (exact results are rounded through a "
+            "53-bit round-to-odd intermediate, which needs p + 2 <= 53)")
+    mode = check_mode(mode)
+    key, rbits = check_sr(mode, seed, sr_bits, max_bits=max_sr_bits(fmt))
+    check_flags(flags)
+    return fmt, mode, key, rbits
+
+
+def _operands(names, values):
+    """Validate, broadcast; returns (shape, [(flat array, step)])."""
+    arrs = [as_float_array(v, name) for name, v in zip(names, values)]
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+    except ValueError:
+        shapes = " and ".join(f"{n} {a.shape}" for n, a in zip(names, arrs))
+        raise ValueError(f"operands could not be broadcast together: {shapes}; shapes must be "
+                         "equal or broadcastable by numpy's rules") from None
+    if any(a.dtype != np.float32 for a in arrs):
+        # Mixed dtypes: widen all to float64 (exact) so each kernel compiles for two dtypes only.
+        arrs = [a.astype(np.float64, copy=False) for a in arrs]
+    ops = []
+    for a in arrs:
+        if a.shape == shape:
+            ops.append((a.reshape(-1), 1))                # already contiguous: a view
+        elif a.size == 1:
+            ops.append((a.reshape(-1), 0))                # one element broadcast: step 0
+        else:
+            ops.append((np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1), 1))
+    return shape, ops
+
+
+def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags):
+    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, opname)
+    shape, ((fa, sa), (fb, sb)) = _operands(("a", "b"), (a, b))
+    if op == K.MUL and fa.dtype == np.float32 and fb.dtype == np.float32:
+        op = K.MUL_EXACT              # float32 x float32 is exact in float64: the fast path
+    n = int(np.prod(shape))
+    out = np.empty(n, dtype=fmt.carrier_dtype)
+    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
+    if n and op in (K.ADD, K.SUB, K.MUL_EXACT) and fa.dtype == np.float32 \
+            and out.dtype == np.float32:
+        # float32 operands, float32 carrier: the branch-free fast pass (same results and flags).
+        K.fast_binary_kernel(op, fa, sa, fb, sb, out, *kernel_args(fmt), int(mode), key, rbits,
+                             flags is not None, counts)
+    elif n:
+        K.binary_kernel(op, fa, sa, fb, sb, out, *kernel_args(fmt), int(mode), key, rbits,
+                        flags is not None, counts)
+    if flags is not None:
+        flags._add_counts(counts, n)
+    return finish(out, shape)
+
+
+_DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' values).
+
+    Parameters
+    ----------
+    {params} : array_like of float (float16/32/64 arrays, Python floats or lists), broadcast
+        together by numpy's rules
+    fmt : Format or str (e.g. "fp16", "bf16", "fp32", "e4m3fn", "e5m2"; precision <= 51 bits)
+    mode : "rne" (default), "rna", "rtz", "rup", "rdn", "rto" or "sr" (or a softfloat.Mode)
+    seed : int, required for mode "sr": the random bits of output element i (flat C order)
+        depend only on (seed, i)
+    sr_bits : int, random bits per stochastic rounding (default 24, at most max_sr_bits(fmt))
+    flags : softfloat.Flags, optional; accumulates the counts of raised IEEE flags
+
+    Returns
+    -------
+    ndarray of fmt.carrier_dtype with the broadcast shape (a numpy scalar for scalar operands)
+    """
+
+
+def add(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    return _run_binary("add", K.ADD, a, b, fmt, mode, seed, sr_bits, flags)
+
+
+def sub(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    return _run_binary("sub", K.SUB, a, b, fmt, mode, seed, sr_bits, flags)
+
+
+def mul(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    return _run_binary("mul", K.MUL, a, b, fmt, mode, seed, sr_bits, flags)
+
+
+def div(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    return _run_binary("div", K.DIV, a, b, fmt, mode, seed, sr_bits, flags)
+
+
+def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "sqrt")
+    shape, ((fa, _),) = _operands(("a",), (a,))
+    n = fa.size
+    out = np.empty(n, dtype=fmt.carrier_dtype)
+    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
+    if n:
+        K.sqrt_kernel(fa, out, *kernel_args(fmt), int(mode), key, rbits, flags is not None,
+                      counts)
+    if flags is not None:
+        flags._add_counts(counts, n)
+    return finish(out, shape)
+
+
+def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
+    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "fma")
+    a = as_float_array(a, "a")
+    b = as_float_array(b, "b")
+    # float32 x float32 is exact in float64 (even if c's dtype widens a and b below).
+    exact_product = int(a.dtype == np.float32 and b.dtype == np.float32)
+    shape, ((fa, sa), (fb, sb), (fc, sc)) = _operands(("a", "b", "c"), (a, b, c))
+    n = int(np.prod(shape))
+    out = np.empty(n, dtype=fmt.carrier_dtype)
+    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
+    if n:
+        K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, *kernel_args(fmt), int(mode),
+                     key, rbits, flags is not None, counts)
+    if flags is not None:
+        flags._add_counts(counts, n)
+    return finish(out, shape)
+
+
+for _f, _expr, _params in ((add, "a + b", "a, b"), (sub, "a - b", "a, b"),
+                           (mul, "a * b", "a, b"), (div, "a / b", "a, b"),
+                           (sqrt, "sqrt(a)", "a"), (fma, "a * b + c", "a, b, c")):
+    _f.__doc__ = _DOC.format(expr=_expr, params=_params)
+del _f, _expr, _params
