@@ -1,0 +1,94 @@
+"""Speed of the Tensor Core models at n = 1024 against numpy float32 matmul (OpenBLAS sgemm) in
+the same run: one row per preset (model, input format -> accumulator) with seconds, GFLOP/s
+(2 n^3 / seconds) and the ratio baseline seconds / model seconds (higher is better; the issue asks
+for >= 0.4 for ideal-fp32 and >= 0.05 for every hardware model).
+
+Timings are the best of a few repetitions after a warm-up call (Numba compilation excluded);
+a 0.5 s idle gap separates numpy and Numba runs, whose thread pools fight over the cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+N = 1024
+REPEAT = 3
+
+#: (model, in_format, acc_format) timed by run(): every preset family once, fp16 accumulate too.
+CASES = (
+    ("ideal-fp32", "fp16", "fp32"),
+    ("ideal-fp32", "bf16", "fp32"),
+    ("ideal-fp16", "fp16", "fp16"),
+    ("v100", "fp16", "fp32"),
+    ("v100", "fp16", "fp16"),
+    ("t4", "fp16", "fp32"),
+    ("a100", "fp16", "fp32"),
+    ("a100", "bf16", "fp32"),
+    ("a100", "tf32", "fp32"),
+    ("a100", "fp16", "fp16"),
+    ("ada", "e4m3fn", "fp32"),
+    ("ada", "e5m2", "fp16"),
+    ("h100", "fp16", "fp32"),
+    ("h100", "bf16", "fp32"),
+    ("h100", "tf32", "fp32"),
+    ("h100", "fp16", "fp16"),
+    ("h100", "e4m3fn", "fp32"),
+    ("b200", "bf16", "fp32"),
+)
+
+
+def _best(fn, repeat=REPEAT):
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _operands(in_format, n, rng):
+    import softfloat as sf
+    fmt = "fp32" if in_format == "tf32" else in_format
+    scale = 1.0 if in_format not in ("e4m3fn", "e5m2") else 4.0
+    a = np.asarray(sf.round(rng.standard_normal((n, n)) * scale, fmt, "rne"), np.float32)
+    b = np.asarray(sf.round(rng.standard_normal((n, n)) * scale, fmt, "rne"), np.float32)
+    return a, b
+
+
+def _baseline(a32, b32):
+    time.sleep(0.5)
+    t = _best(lambda: a32 @ b32, repeat=5)
+    time.sleep(0.5)
+    return t
+
+
+def run(n: int = N, cases=CASES) -> list[dict]:
+    from softfloat import tensorcore as tc
+    rng = np.random.default_rng(0)
+    flops = 2.0 * n ** 3
+    a32 = rng.standard_normal((n, n)).astype(np.float32)
+    b32 = rng.standard_normal((n, n)).astype(np.float32)
+    rows = []
+    tb = _baseline(a32, b32)
+    rows.append({"name": f"numpy float32 matmul n={n}", "seconds": tb, "baseline": None,
+                 "ratio": None, "gflops": flops / tb / 1e9})
+    ops = {}
+    for model, fin, facc in cases:
+        if fin not in ops:
+            ops[fin] = _operands(fin, n, rng)
+        a, b = ops[fin]
+        t = _best(functools.partial(tc.gemm, a, b, model=model, in_format=fin, acc_format=facc))
+        tb2 = _baseline(a32, b32)           # re-measure: the machine's load drifts
+        base = min(tb, tb2)
+        rows.append({"name": f"tc.gemm {model} {fin}->{facc} n={n}", "seconds": t,
+                     "baseline": rows[0]["name"], "ratio": base / t, "gflops": flops / t / 1e9})
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(r)

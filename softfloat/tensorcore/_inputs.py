@@ -1,0 +1,194 @@
+"""Argument checking of the Tensor Core API: operands on their formats' grids, shapes, C.
+
+Provides ``prepare(A, B, C, in_format, acc_format, round_inputs)`` returning float64 copies of
+the operands (exact: every format here fits a float64), after the checks the public functions
+promise: 2-d A (m x k) and B (k x n), C None, a scalar or an array broadcastable to (m, n);
+every element of A and B a value of in_format (else ValueError naming the element and value),
+unless ``round_inputs`` names a rounding mode to apply first; every element of C a value of
+acc_format.  tf32 operands are float32 words whose 13 low mantissa bits are ignored (cleared),
+as the hardware does (spec section 3): a float32 off the tf32 grid is accepted for tf32.
+
+Imports numpy and softfloat only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validate import as_float_array
+from ..formats import Format, get_format
+from ..modes import Mode, parse_mode
+from ..rounding import round as sf_round
+from . import _prep as P
+
+_TF32_KEEP = np.uint32(0xFFFFE000)   # sign, 8 exponent bits and the 10 top fraction bits
+TF32 = get_format("tf32")
+
+
+def _where(shape, flat_index, name):
+    if len(shape) == 0:
+        return name
+    idx = np.unravel_index(int(flat_index), shape)
+    return f"{name}[{', '.join(str(int(t)) for t in idx)}]"
+
+
+def to_float64_checked(x: np.ndarray, fmt: Format):
+    """(float64 copy of x, flat index of its first element that is not a value of fmt or -1)."""
+    x = np.asarray(x)
+    out = np.empty(x.shape, np.float64)
+    if x.size == 0:
+        return out, -1
+    flat = np.ascontiguousarray(x).reshape(-1)
+    bad = P.convert_checked(flat, out.reshape(-1), *_grid_params(fmt),
+                            fmt.emin - fmt.man_bits < -1022)
+    return out, int(bad)
+
+
+def _grid_params(fmt: Format):
+    m, emin, _emax, subn, _infnan, _sat = fmt.kernel_params()
+    return m, emin, float(fmt.max), subn, fmt.has_inf, fmt.has_nan
+
+
+def check_on_grid(x: np.ndarray, fmt: Format, name: str, hint: str = "") -> np.ndarray:
+    """x as float64 after checking that every element is a value of fmt (ValueError naming
+    the first one that is not)."""
+    out, flat = to_float64_checked(x, fmt)
+    if flat >= 0:
+        raise _off_grid_error(x, fmt, name, hint)
+    return out
+
+
+def _round_mode(round_inputs):
+    if round_inputs is None:
+        return None
+    mode = parse_mode(round_inputs)
+    if mode == Mode.SR:
+        raise ValueError("round_inputs='sr' is not accepted (it needs a seed); round the inputs "
+                         "with softfloat.round(x, fmt, 'sr', seed=...) first")
+    return mode
+
+
+def input_operand(x, fmt: Format, name: str, mode) -> np.ndarray:
+    """One operand as float64 values of fmt (after rounding with ``mode`` if given)."""
+    arr = as_float_array(x, name)
+    if fmt == TF32:
+        if mode is not None:
+            arr = np.asarray(sf_round(arr, fmt, mode))
+        f32 = arr.astype(np.float32)
+        same = (f32.astype(np.float64) == arr) | np.isnan(arr)
+        if not same.all():
+            flat = int(np.argmin(same.reshape(-1)))
+            raise ValueError(f"{_where(arr.shape, flat, name)} = {float(arr.reshape(-1)[flat])!r} "
+                             "is not a float32 value: tf32 operands are float32 words (pass "
+                             "round_inputs='rne' or another mode to round them to tf32 first)")
+        # The hardware reads the fp32 register and ignores the 13 low mantissa bits.
+        t = (np.ascontiguousarray(f32).view(np.uint32) & _TF32_KEEP).view(np.float32)
+        t = np.where(np.isnan(f32), np.float32(np.nan), t)
+        return t.astype(np.float64)
+    if mode is not None:
+        return np.asarray(sf_round(arr, fmt, mode), dtype=np.float64)
+    return check_on_grid(arr, fmt, name, _HINT)
+
+
+def _off_grid_error(x, fmt, name, hint):
+    _out, flat = to_float64_checked(x, fmt)
+    v = np.asarray(x).reshape(-1)[flat]
+    return ValueError(f"{_where(np.shape(x), flat, name)} = {float(v)!r} is not a {fmt.name} "
+                      f"value (off its grid or out of its range){hint}")
+
+
+_HINT = " (pass round_inputs='rne' or another mode to round inputs first)"
+
+
+def _with_stats(x, fmt, name, by_rows):
+    """A 2-d operand as float64, checked, with its row (A) or column (B) statistics for the
+    ideal models' certificates: (x, (sum x^2, min exponent))."""
+    kern = P.prep_rows if by_rows else P.prep_cols
+    n = x.shape[0] if by_rows else x.shape[1]
+    x = np.ascontiguousarray(x)
+    out = x if x.dtype == np.float64 else np.empty(x.shape)
+    bad = np.zeros(n, np.int64)
+    nrm = np.zeros(n)
+    ex = np.full(n, P.NO_EXP, np.int64)
+    if x.size:
+        kern(x, out, *_grid_params(fmt), bad, nrm, ex)
+    if bad.any():
+        raise _off_grid_error(x, fmt, name, _HINT)
+    return out, (nrm, ex)
+
+
+def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool = False,
+            stats: bool = False):
+    """(A, B, C) as float64 arrays of shapes (m, k), (k, n), (m, n) (C None stays None: zeros);
+    see the module docstring.
+
+    vector=True is dot's form: 1-d a and b of equal length and a scalar c, returned as 1 x k,
+    k x 1 and 1 x 1 arrays (error messages then name a[k], b[k] and c).
+    stats=True (the ideal models) also returns the row statistics of A and the column
+    statistics of B (softfloat.tensorcore._prep.prep_rows / prep_cols) as a 4th item; in the
+    common case (no rounding of the inputs, not tf32) one pass over each operand converts it,
+    checks it and computes them.
+    """
+    mode = _round_mode(round_inputs)
+    na, nb, nc = ("a", "b", "c") if vector else ("A", "B", "C")
+    a0 = as_float_array(A, na)
+    b0 = as_float_array(B, nb)
+    if vector:
+        if a0.ndim != 1 or b0.ndim != 1:
+            raise ValueError(f"dot needs 1-d a and b, got {a0.ndim}-d and {b0.ndim}-d")
+        if a0.shape[0] != b0.shape[0]:
+            raise ValueError(f"length mismatch: a has {a0.shape[0]} elements, b has "
+                             f"{b0.shape[0]}")
+        if np.ndim(C) != 0:
+            raise ValueError(f"dot's c must be a scalar, got shape {np.shape(C)}")
+    elif a0.ndim != 2 or b0.ndim != 2:
+        raise ValueError(f"A and B must be 2-d (m x k and k x n), got {a0.ndim}-d and "
+                         f"{b0.ndim}-d")
+    elif a0.shape[1] != b0.shape[0]:
+        raise ValueError(f"shape mismatch: A is {a0.shape[0]} x {a0.shape[1]} and B is "
+                         f"{b0.shape[0]} x {b0.shape[1]}; A's columns must equal B's rows")
+    fused = stats and mode is None and in_fmt != TF32 and not vector
+    if fused:
+        a, sa = _with_stats(a0, in_fmt, na, True)
+        b, sb = _with_stats(b0, in_fmt, nb, False)
+    else:
+        a = input_operand(a0, in_fmt, na, mode)
+        b = input_operand(b0, in_fmt, nb, mode)
+    if vector:
+        a = a.reshape(1, -1)
+        b = b.reshape(-1, 1)
+        C = np.reshape(as_float_array(C, "c"), (1, 1))
+    if stats and not fused:
+        a, sa = _with_stats(a, in_fmt, na, True)
+        b, sb = _with_stats(b, in_fmt, nb, False)
+    m, n = a.shape[0], b.shape[1]
+    if C is None:
+        c = None
+    else:
+        c0 = as_float_array(C, nc)
+        try:
+            c = np.broadcast_to(c0, (m, n))
+        except ValueError:
+            raise ValueError(f"C of shape {c0.shape} does not broadcast to the output shape "
+                             f"({m}, {n})") from None
+        cc = np.ascontiguousarray(c)
+        if vector:
+            cc = cc.reshape(())
+        c = check_on_grid(cc, acc_fmt, nc,
+                          f" (it holds an accumulator value, format {acc_fmt.name})")
+        c = c.reshape(m, n)
+    if stats:
+        return np.ascontiguousarray(a), np.ascontiguousarray(b), c, (sa, sb)
+    return np.ascontiguousarray(a), np.ascontiguousarray(b), c
+
+
+def permute_k(a, b, k_order):
+    """Reorder the k axis of A (columns) and B (rows) by a permutation of range(k)."""
+    if k_order is None:
+        return a, b
+    k = a.shape[1]
+    perm = np.asarray(k_order)
+    if perm.ndim != 1 or perm.dtype.kind not in "iu" or perm.size != k or \
+            not np.array_equal(np.sort(perm), np.arange(k)):
+        raise ValueError(f"k_order must be a permutation of range({k}) (1-d integers)")
+    return np.ascontiguousarray(a[:, perm]), np.ascontiguousarray(b[perm, :])

@@ -1,0 +1,218 @@
+"""The public API of softfloat.tensorcore: model records and lookup, argument checking with
+clear errors, k order, edge shapes, and the fast kernels on sizes that cross their tiles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import softfloat as sf
+import tc_reference as R
+from softfloat import tensorcore as tc
+
+
+def test_get_model_and_aliases():
+    m = tc.get_model("h100", "bf16")
+    assert (m.block, m.frac_bits, m.out_round, m.acc_format.name) == (16, 25, "rz", "fp32")
+    assert tc.get_model("Hopper", "fp16", "fp16") == tc.get_model("h100", "fp16", "fp16")
+    assert tc.get_model("ideal-fp16").acc_format.name == "fp16"
+    assert ("e4m3fn", "fp32") in tc.list_models()["ada"]
+    assert set(tc.list_models()) == set(tc.DEVICES)
+
+
+def test_unknown_and_unsupported_models():
+    with pytest.raises(ValueError, match="accepted: ideal-fp32, ideal-fp16, v100"):
+        tc.get_model("p100")
+    with pytest.raises(ValueError, match="supported .*fp16->fp32"):
+        tc.get_model("v100", "bf16")
+    with pytest.raises(ValueError, match="unknown format"):
+        tc.get_model("a100", "fp12")
+    with pytest.raises(TypeError):
+        tc.get_model(3)
+
+
+@pytest.mark.parametrize("key,section", [(("h100", "e4m3fn", "fp16"), "8.2"),
+                                         (("h100", "e5m2", "fp16"), "8.2"),
+                                         (("b200", "e4m3fn", "fp32"), "8.3"),
+                                         (("b200", "e5m2", "fp16"), "8.3")])
+def test_unresolved_combinations_raise(key, section):
+    with pytest.raises(ValueError, match=f"unresolved.*section {section}"):
+        tc.get_model(*key)
+    with pytest.raises(ValueError, match="unresolved"):
+        tc.gemm(np.ones((1, 2), np.float32), np.ones((2, 1), np.float32), model=key[0],
+                in_format=key[1], acc_format=key[2])
+
+
+def test_custom_model_against_reference():
+    # A custom record: blocks of 3, 21 fraction bits, RNE into bf16 (no preset has it).
+    model = tc.TCModel("custom", 3, 21, "rne", "fp16", "bf16")
+    rng = np.random.default_rng(3)
+    A = np.asarray(sf.round(rng.standard_normal((3, 11)), "fp16"), np.float64)
+    B = np.asarray(sf.round(rng.standard_normal((11, 2)), "fp16"), np.float64)
+    C = np.asarray(sf.round(rng.standard_normal((3, 2)), "bf16"), np.float64)
+    D = tc.gemm(A, B, C, model=model)
+    for i in range(3):
+        for j in range(2):
+            r = R.dot(list(A[i]), list(B[:, j]), C[i, j], K=3, F=21, in_fmt="fp16",
+                      acc_fmt="bf16", mode="rne")
+            assert D[i, j] == r
+    # Exact alignment with finite blocks (F = None) and one truncating block over all of k.
+    exact = tc.TCModel("exact4", 4, None, "rz", "fp16", "fp32")
+    one = tc.TCModel("oneblock", None, 30, "rz", "fp16", "fp32")
+    for mdl, K, F in ((exact, 4, None), (one, None, 30)):
+        D = tc.gemm(A, B, model=mdl)
+        for i in range(3):
+            r = R.dot(list(A[i]), list(B[:, 0]), 0.0, K=K, F=F, in_fmt="fp16",
+                      acc_fmt="fp32", mode="rtz")
+            assert D[i, 0] == r
+    assert "K=3, F=21" in model.describe()
+
+
+def test_tcmodel_validation():
+    with pytest.raises(ValueError, match="block"):
+        tc.TCModel("x", 0, 23, "rz", "fp16", "fp32")
+    with pytest.raises(ValueError, match="out_round"):
+        tc.TCModel("x", 4, 23, "rup", "fp16", "fp32")
+    with pytest.raises(ValueError, match="53-bit"):
+        tc.TCModel("x", 1 << 20, 40, "rz", "fp16", "fp32")
+    with pytest.raises(ValueError, match="acc_format"):
+        tc.TCModel("x", 4, 23, "rz", "fp16", "e4m3fn")
+    with pytest.raises(ValueError, match="in_format"):
+        tc.TCModel("x", 4, 23, "rz", "fp64", "fp32")
+    with pytest.raises(ValueError, match="out_frac"):
+        tc.TCModel("x", 4, 23, "rz", "fp16", "fp16", out_frac=13)
+    with pytest.raises(TypeError):
+        tc.TCModel("x", 4.0, 23, "rz", "fp16", "fp32")
+    m = tc.TCModel("x", 4, 23, "rz", "fp16", "fp32")
+    with pytest.raises(ValueError, match="conflicts"):
+        tc.gemm(np.ones((1, 1)), np.ones((1, 1)), model=m, in_format="bf16")
+    with pytest.raises(ValueError, match="exceeds the exact 53-bit"):
+        tc.gemm(np.ones((1, 3000)), np.ones((3000, 1)),
+                model=tc.TCModel("big", None, 45, "rz", "fp16", "fp32"))
+
+
+def test_off_grid_inputs_name_the_element():
+    A = np.ones((2, 3), np.float32)
+    A[1, 2] = 1 + 2.0 ** -12                        # not an fp16 value
+    B = np.ones((3, 2), np.float32)
+    with pytest.raises(ValueError, match=r"A\[1, 2\] = 1.000244140625 is not a fp16 value"):
+        tc.gemm(A, B, model="a100")
+    D = tc.gemm(A, B, model="a100", round_inputs="rne")   # rounds 1 + 2^-12 to 1
+    assert np.all(D == 3.0)
+    with pytest.raises(ValueError, match=r"B\[0, 1\] = 70000.0 is not a fp16 value"):
+        B2 = B.copy()
+        B2[0, 1] = 70000.0
+        tc.gemm(np.ones((2, 3), np.float32), B2, model="a100")
+    with pytest.raises(ValueError, match=r"C\[0, 0\] .* not a fp16 value"):
+        tc.gemm(B.T, B, np.full((2, 2), 0.1), model="a100", acc_format="fp16")
+    with pytest.raises(ValueError, match=r"a\[1\] = 0.1 is not a bf16 value"):
+        tc.dot([1.0, 0.1], [1.0, 1.0], model="a100", in_format="bf16")
+    with pytest.raises(ValueError, match="not a e4m3fn value"):
+        tc.dot([np.inf], [1.0], model="ada", in_format="e4m3fn")      # e4m3fn has no Inf
+    with pytest.raises(ValueError, match="'sr' is not accepted"):
+        tc.gemm(A, B, model="a100", round_inputs="sr")
+
+
+def test_tf32_operands_are_float32_words():
+    x = 1 + 2.0 ** -30                              # a float64 that is no float32
+    with pytest.raises(ValueError, match=r"A\[0, 0\] .* is not a float32 value"):
+        tc.gemm(np.array([[x]]), np.ones((1, 1)), model="a100", in_format="tf32")
+    # A float32 off the tf32 grid is accepted (its low bits are ignored).
+    y = np.float32(1 + 2.0 ** -20)
+    assert tc.dot([y], [np.float32(1)], model="a100", in_format="tf32") == 1.0
+
+
+def test_shapes_and_types():
+    one = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        tc.gemm(one, one)
+    with pytest.raises(ValueError, match="2-d"):
+        tc.gemm(np.ones(3), np.ones((3, 1)))
+    with pytest.raises(ValueError, match="broadcast"):
+        tc.gemm(one, one.T, np.ones((3, 3)))
+    with pytest.raises(TypeError, match="dtype int64"):
+        tc.gemm(np.ones((2, 2), np.int64), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="1-d"):
+        tc.dot(one, one)
+    with pytest.raises(ValueError, match="length mismatch"):
+        tc.dot([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="scalar"):
+        tc.dot([1.0], [1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="Accumulator models only"):
+        tc.gemm(one, one.T, seed=1)
+
+
+def test_edge_shapes_and_dtypes():
+    A = np.ones((2, 0), np.float32)
+    B = np.ones((0, 3), np.float32)
+    C = np.full((2, 3), -0.0, np.float32)
+    D = tc.gemm(A, B, C, model="h100")              # k = 0: D = C
+    assert D.dtype == np.float32 and np.all(np.signbit(D))
+    assert tc.gemm(np.ones((0, 4)), np.ones((4, 2))).shape == (0, 2)
+    D = tc.gemm(np.ones((2, 2), np.float16), np.ones((2, 2), np.float16), 1.0,
+                model="v100", acc_format="fp16")    # float16 carriers, broadcast scalar C
+    assert D.dtype == np.float32 and np.all(D == 3.0)
+    d = tc.dot([1.0, 2.0], [3.0, 4.0], 0.5, model="ideal-fp32")
+    assert isinstance(d, np.float32) and d == 11.5
+
+
+def test_k_order():
+    rng = np.random.default_rng(5)
+    A = np.asarray(sf.round(rng.standard_normal((4, 21)) * 8, "fp16"), np.float32)
+    B = np.asarray(sf.round(rng.standard_normal((21, 5)), "fp16"), np.float32)
+    perm = rng.permutation(21)
+    D1 = tc.gemm(A, B, model="v100", k_order=perm)
+    D2 = tc.gemm(A[:, perm], B[perm, :], model="v100")
+    assert np.array_equal(D1, D2)
+    with pytest.raises(ValueError, match="permutation"):
+        tc.gemm(A, B, k_order=np.zeros(21, int))
+
+
+@pytest.mark.parametrize("model,fin,facc", [("v100", "fp16", "fp32"), ("h100", "bf16", "fp32"),
+                                            ("a100", "tf32", "fp32"), ("ada", "e5m2", "fp16"),
+                                            ("ideal-fp32", "fp16", "fp32"),
+                                            ("ideal-fp16", "bf16", "fp16")])
+def test_larger_gemm_matches_reference_on_samples(model, fin, facc):
+    # 37 x 70 x 300: several row chunks and column tiles of the fast kernel, a padded last
+    # block, and (ideal) the certificate on wide-range data; a sample of elements is checked
+    # against the reference, and every element against dot (the same model, 1 x 1 problems).
+    rng = np.random.default_rng(11)
+    frac, emin, emax = R.FORMATS["fp32" if fin == "tf32" else fin]
+    spread = min(emax, 12)
+    A = rng.standard_normal((37, 70)) * np.exp2(rng.integers(-spread, spread // 2, (37, 70)))
+    B = rng.standard_normal((70, 300)) * np.exp2(rng.integers(-spread, 2, (70, 300)))
+    A = np.asarray(sf.round(A, "fp32" if fin == "tf32" else fin), np.float32)
+    B = np.asarray(sf.round(B, "fp32" if fin == "tf32" else fin), np.float32)
+    A[3, 5] = 0.0
+    C = np.asarray(sf.round(rng.standard_normal((37, 300)), facc), np.float32)
+    D = tc.gemm(A, B, C, model=model, in_format=fin, acc_format=facc)
+    m = tc.get_model(model, fin, facc)
+    mode = {"rz": "rtz", "rne": "rne"}[m.out_round]
+    of = m.out_frac
+    for i, j in [(0, 0), (36, 299), (17, 128), (5, 127), (20, 200), (33, 64)]:
+        r = R.dot(list(A[i].astype(float)), list(B[:, j].astype(float)), float(C[i, j]),
+                  K=m.block, F=m.frac_bits, in_fmt=fin, acc_fmt=facc, out_frac=of, mode=mode)
+        assert D[i, j] == r or (math.isnan(r) and np.isnan(D[i, j])), (i, j)
+    for i, j in [(1, 2), (36, 0), (8, 255), (30, 129), (12, 77)]:
+        assert D[i, j] == tc.dot(A[i], B[:, j], C[i, j], model=model, in_format=fin,
+                                 acc_format=facc)
+
+
+def test_results_do_not_depend_on_thread_count():
+    import numba
+    rng = np.random.default_rng(9)
+    A = np.asarray(sf.round(rng.standard_normal((70, 90)), "fp16"), np.float32)
+    B = np.asarray(sf.round(rng.standard_normal((90, 60)), "fp16"), np.float32)
+    runs = []
+    old = numba.get_num_threads()
+    try:
+        for nt in sorted({1, old}):
+            numba.set_num_threads(nt)
+            runs.append([tc.gemm(A, B, model="h100"), tc.gemm(A, B, model="ideal-fp32"),
+                         tc.accum_gemm(A, B, acc_format="bf16", mode="sr", seed=3)])
+    finally:
+        numba.set_num_threads(old)
+    for x, y in zip(runs[0], runs[-1]):
+        assert np.array_equal(x, y)
