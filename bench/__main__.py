@@ -2,7 +2,8 @@
 
 Each module ``bench/bench_*.py`` exposes ``run() -> list[dict]`` with rows holding at least
 ``name``, ``seconds``, ``baseline`` (the name of the baseline row it is compared with, or None)
-and ``ratio`` (seconds / baseline seconds).  Timings are never asserted anywhere: this only prints.
+and ``ratio`` (seconds / baseline seconds: a time ratio, lower is faster; rows may add ``speed``,
+its inverse, where an issue states a target as a fraction of the baseline's speed).  Timings are never asserted anywhere: this only prints.
 Usage: python -m bench [module-substring ...]
 """
 

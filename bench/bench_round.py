@@ -1,0 +1,144 @@
+"""Benchmark of conversion (rounding float32 arrays onto a format's grid), run by ``make bench``.
+
+``run()`` returns rows {"name", "seconds", "baseline", "ratio"}: seconds is the best of a few
+repeats on 16M float32 elements (standard normal), baseline the name of the row it is divided by
+(a plain float32 array copy, measured in the same run) and ratio = seconds / baseline seconds.
+The libraries compared, when installed: numpy (astype float16 round trip), ml_dtypes (bfloat16
+round trip), pychop and gfloat.  A short idle gap separates libraries, whose thread pools would
+otherwise compete for the cores.  Two more rows give the Numba compilation time of the core
+kernels, cold (empty cache) and from the cache, measured in subprocesses with NUMBA_CACHE_DIR in
+a temporary directory; their baseline is the budget (10 s cold, 1 s cached).
+
+Run as a script to print the table: ``python bench/bench_round.py [n_elements]``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+N = 1 << 24
+GAP = 0.5          # seconds of idle between libraries
+REPEATS = 5
+
+# The core kernels' first calls, timed in a fresh interpreter (import excluded).
+_COMPILE_SNIPPET = r"""
+import time
+import numpy as np
+import softfloat as sf
+x32 = np.linspace(-3, 3, 1000, dtype=np.float32)
+t = time.perf_counter()
+sf.round(x32, "fp16")
+sf.round(x32, "bf16", "sr", seed=1)
+sf.round(x32.astype(np.float64), "fp16")
+sf.from_bits(sf.to_bits(sf.round(x32, "fp16"), "fp16"), "fp16")
+print(time.perf_counter() - t)
+"""
+
+
+def _best(f, repeats=REPEATS):
+    f()                                        # warm up: compile, page in
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _compile_times() -> tuple[float, float]:
+    """(cold, cached) seconds of the first calls of the core kernels."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=root)
+        out = []
+        for _ in range(2):
+            res = subprocess.run([sys.executable, "-c", _COMPILE_SNIPPET], env=env, cwd=root,
+                                 capture_output=True, text=True, check=True)
+            out.append(float(res.stdout.strip().splitlines()[-1]))
+    return out[0], out[1]
+
+
+def _others(x):
+    """(name, callable, repeats) for the other libraries that are installed."""
+    cases = [("numpy astype(float16) round trip",
+              lambda: x.astype(np.float16).astype(np.float32), REPEATS)]
+    try:
+        import ml_dtypes
+        cases.append(("ml_dtypes bfloat16 round trip",
+                      lambda: x.astype(ml_dtypes.bfloat16).astype(np.float32), REPEATS))
+    except ImportError:
+        pass
+    try:
+        import pychop
+        fp16 = pychop.Chop(exp_bits=5, sig_bits=10, rmode=1)
+        fp16_sr = pychop.Chop(exp_bits=5, sig_bits=10, rmode=5)
+        cases.append(("pychop fp16 rne", lambda: fp16(x), 2))
+        cases.append(("pychop fp16 sr", lambda: fp16_sr(x), 2))
+    except ImportError:
+        pass
+    try:
+        import gfloat
+        from gfloat.formats import format_info_binary16
+        srbits = np.random.default_rng(1).integers(0, 1 << 13, x.size, dtype=np.uint32)
+        cases.append(("gfloat fp16 rne",
+                      lambda: gfloat.round_ndarray(format_info_binary16, x), 1))
+        cases.append(("gfloat fp16 sr",
+                      lambda: gfloat.round_ndarray(format_info_binary16, x,
+                                                   gfloat.RoundMode.Stochastic,
+                                                   srbits=srbits, srnumbits=13), 1))
+    except ImportError:
+        pass
+    return cases
+
+
+def run(n: int = N, compile_times: bool = True) -> list[dict]:
+    import softfloat as sf
+
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    base_name = "float32 copy"
+    base = _best(lambda: x.copy())
+    rows = [dict(name=base_name, seconds=base, baseline=base_name, ratio=1.0)]
+
+    def add(name, seconds, baseline=base_name, ref=base):
+        rows.append(dict(name=name, seconds=seconds, baseline=baseline, ratio=seconds / ref))
+
+    flags = sf.Flags()
+    for name, f in [
+        ("softfloat fp16 rne", lambda: sf.round(x, "fp16")),
+        ("softfloat bf16 rne", lambda: sf.round(x, "bf16")),
+        ("softfloat fp16 sr", lambda: sf.round(x, "fp16", "sr", seed=1)),
+        ("softfloat bf16 sr", lambda: sf.round(x, "bf16", "sr", seed=1)),
+        ("softfloat fp16 rne with flags", lambda: sf.round(x, "fp16", flags=flags)),
+        ("softfloat e4m3fn rne", lambda: sf.round(x, "e4m3fn")),
+    ]:
+        add(name, _best(f))
+    for name, f, repeats in _others(x):
+        time.sleep(GAP)
+        add(name, _best(f, repeats))
+    # the baseline again, last: the ratios are only meaningful if it did not drift
+    time.sleep(GAP)
+    add("float32 copy (again)", _best(lambda: x.copy()))
+    if compile_times:
+        cold, cached = _compile_times()
+        add("numba compile, cold cache", cold, "budget 10 s", 10.0)
+        add("numba compile, from cache", cached, "budget 1 s", 1.0)
+    return rows
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    n = int(argv[0]) if argv else N
+    print(f"{n} float32 elements; best of {REPEATS} (external libraries: fewer)")
+    for r in run(n):
+        print(f"{r['name']:<36} {r['seconds'] * 1e3:10.2f} ms  {r['ratio']:7.2f} x "
+              f"{r['baseline']}")
+
+
+if __name__ == "__main__":
+    main()
