@@ -11,6 +11,11 @@ Rows (seconds of one epoch, best of REPEATS interleaved runs after a warm-up epo
 - ``autograd O2 native``: the same with host-BLAS accumulation (fp16 inputs, sgemm): what the
   engine's fp16 rounding costs by itself, without the Tensor Core emulation.
 Ratios are seconds / baseline seconds.  Short idle gaps separate libraries (thread pools).
+
+Thread pools: an fp16 step alternates softfloat's Numba kernels (roundings) with OpenBLAS GEMMs
+dozens of times.  With Numba's OpenMP layer in its default active-wait mode the two pools spin
+against each other on a 2-core machine and the fp16 rows become 10-20x slower; run with
+OMP_WAIT_POLICY=PASSIVE (or NUMBA_THREADING_LAYER=workqueue) set before the first Numba kernel.
 """
 
 from __future__ import annotations

@@ -1,0 +1,58 @@
+"""autograd: a reverse-mode engine in which every forward and backward op is rounded by an
+explicit precision policy, on top of softfloat.
+
+- :class:`Tensor` / :class:`Parameter` (numpy carriers tagged with a softfloat format),
+  ``backward()``, :func:`no_grad`;
+- ``autograd.functional`` (alias ``F``): every op with its VJP;
+- ``autograd.nn``: modules with PyTorch's weight layouts;
+- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64) and
+  :func:`use_policy`;
+- ``autograd.instrument``: per-layer histograms and underflow/overflow fractions;
+- ``autograd.gradcheck``: float64 central-difference gradient checks.
+
+Imports numpy and softfloat only; never scalers, models or matplotlib.
+"""
+
+from . import functional, instrument, nn, policy
+from . import functional as F
+from ._rng import default_generator, manual_seed
+from .gradcheck import check_grads
+from .policy import (
+    Policy,
+    current_policy,
+    get_policy,
+    list_policies,
+    set_default_policy,
+    use_policy,
+)
+from .tensor import Parameter, Tensor, enable_grad, is_grad_enabled, no_grad, tensor
+
+# ----- optimizers and the mixed-precision wrapper ------------------------------------------------
+# They code against Parameter.data (carrier) and Parameter.grad (array or None) only.
+from .mixed import MixedPrecisionOptimizer, StepResult  # noqa: E402
+from .optim import SGD, Adam, AdamW, Optimizer  # noqa: E402
+
+
+__all__ = [
+    "SGD", "Adam", "AdamW", "Optimizer", "MixedPrecisionOptimizer", "StepResult",
+    "F",
+    "Parameter",
+    "Policy",
+    "Tensor",
+    "check_grads",
+    "current_policy",
+    "default_generator",
+    "enable_grad",
+    "functional",
+    "get_policy",
+    "instrument",
+    "is_grad_enabled",
+    "list_policies",
+    "manual_seed",
+    "nn",
+    "no_grad",
+    "policy",
+    "set_default_policy",
+    "tensor",
+    "use_policy",
+]

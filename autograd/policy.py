@@ -1,0 +1,290 @@
+"""Precision policies: which format every forward and backward op of the engine rounds to.
+
+Provides the :class:`Policy` record (printable, JSON round-trip), the presets named after apex
+(``O0`` fp32, ``O1`` cast by op lists, ``O2`` fp16 model with fp32 master weights and fp32
+batch-norm, ``O3`` pure fp16) plus ``bf16``, ``dfp16`` and ``fp64`` (the unrounded float64
+reference used by the gradient checks), :func:`get_policy` (by name, record or dict, with
+overrides), :func:`use_policy` / ``with policy:`` to activate one for a block of code, and
+:func:`current_policy`.  A model carries its own with ``Module.set_policy``.
+
+The op classes:
+- Tensor Core ops (``TC_OPS``: matmul, linear, conv2d) round their inputs to ``compute_format``,
+  multiply-accumulate with ``accumulation`` (host BLAS "native", a softfloat.tensorcore model, or
+  the DFP-16 GEMM) and store their output in ``activation_format``;
+- ops named in ``fp32_ops`` compute in fp32 (or wider when an input is wider);
+- every other op runs in the widest format of its inputs, correctly rounded.
+Gradients of tensors stored in ``activation_format`` are stored in ``gradient_format``; other
+tensors keep gradients in their own format.  The backward pass follows the policy that was active
+when each op ran forward.
+
+Imports numpy, softfloat and autograd._backend only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+import softfloat as sf
+
+from . import _backend as B
+
+__all__ = [
+    "ACCUMULATIONS",
+    "OP_NAMES",
+    "PRESETS",
+    "TC_MODELS",
+    "TC_OPS",
+    "Policy",
+    "current_policy",
+    "get_policy",
+    "list_policies",
+    "set_default_policy",
+    "use_policy",
+]
+
+TC_OPS = ("matmul", "linear", "conv2d")
+#: Ops that may be put on the fp32 list (every non-Tensor-Core op of the engine).
+OP_NAMES = ("add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "tanh", "sigmoid",
+            "relu", "gelu", "softplus", "sum", "mean", "max", "softmax", "log_softmax",
+            "cross_entropy", "mse", "batch_norm", "layer_norm", "max_pool2d", "avg_pool2d",
+            "embedding", "dropout", "concat")
+TC_MODELS = ("ideal-fp32", "ideal-fp16", "v100", "t4", "a100", "ada", "h100", "b200")
+ACCUMULATIONS = ("native",) + TC_MODELS + ("dfp16",)
+_FORMAT_FIELDS = ("activation_format", "gradient_format", "model_format", "accumulation_format")
+
+# O1's fp32 list follows PyTorch autocast's: transcendental and range-hungry ops (exp, log, pow,
+# softplus), softmax and log_softmax, sums and means (large reductions), the norms and the losses.
+_O1_FP32 = ("exp", "log", "pow", "softplus", "softmax", "log_softmax", "sum", "mean",
+            "batch_norm", "layer_norm", "cross_entropy", "mse")
+# O2 keeps batch-norm in fp32 (apex keep_batchnorm_fp32) and computes the loss in fp32: apex's O2
+# recipe computes the loss on output.float(); we bake that in rather than rely on the caller.
+_O2_FP32 = ("batch_norm", "cross_entropy", "mse")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A precision policy.  Formats are softfloat preset names ("fp16", "bf16", "e4m3fn", ...);
+    ``compute_format`` may also be "dfp16" (then ``accumulation`` must be "dfp16").
+
+    name: label shown when printed.  activation_format / gradient_format: storage of Tensor Core
+    outputs and of their gradients.  compute_format: inputs of Tensor Core ops.  accumulation:
+    "native" (host BLAS in the compute format's carrier: sgemm, or dgemm for fp64; it ignores
+    accumulation_format), a softfloat.tensorcore model ("v100", "a100", "ideal-fp32", ...) or
+    "dfp16" (softfloat.dfp: one shared exponent per operand, int32 chains flushed to fp32).
+    accumulation_format: the Tensor Core accumulator format (fp32, or fp16 for the
+    fp16-accumulate variants).  rounding: softfloat mode
+    of every rounding ("rne", "rtz", "sr", ...).  fp32_ops: ops computed in fp32.  model_format:
+    format of parameters and input tensors.  keep_batchnorm_fp32: batch-norm parameters stay fp32
+    when a model is cast.  master_weights: the optimizer should keep fp32 master weights.
+    loss_scale: "dynamic" or a number, read by trainers.  seed: base seed for mode "sr".
+    """
+
+    name: str = "custom"
+    activation_format: str = "fp32"
+    gradient_format: str = "fp32"
+    compute_format: str = "fp32"
+    accumulation: str = "native"
+    accumulation_format: str = "fp32"
+    rounding: str = "rne"
+    fp32_ops: tuple = ()
+    model_format: str = "fp32"
+    keep_batchnorm_fp32: bool = False
+    master_weights: bool = False
+    loss_scale: object = 1.0
+    seed: int = 0
+    # Resolved objects, derived from the fields above (not compared, not serialised).
+    act: sf.Format = field(init=False, repr=False, compare=False)
+    grad: sf.Format = field(init=False, repr=False, compare=False)
+    compute: sf.Format | None = field(init=False, repr=False, compare=False)
+    accumulation_fmt: sf.Format = field(init=False, repr=False, compare=False)
+    model: sf.Format = field(init=False, repr=False, compare=False)
+    mode: sf.Mode = field(init=False, repr=False, compare=False)
+    _fp32: frozenset = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        put = object.__setattr__
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError("Policy name must be a non-empty string")
+        for f in _FORMAT_FIELDS:
+            fmt = _format_field(f, getattr(self, f))
+            put(self, f, fmt.name)
+        comp = self.compute_format
+        if isinstance(comp, sf.Format):
+            comp = comp.name
+        if not isinstance(comp, str):
+            raise TypeError(f"compute_format must be a format name or 'dfp16', got {comp!r}")
+        comp = "dfp16" if comp.lower() == "dfp16" else _format_field("compute_format", comp).name
+        put(self, "compute_format", comp)
+        if self.accumulation not in ACCUMULATIONS:
+            raise ValueError(f"unknown accumulation {self.accumulation!r}; accepted: "
+                             f"{', '.join(ACCUMULATIONS)}")
+        if (comp == "dfp16") != (self.accumulation == "dfp16"):
+            raise ValueError("compute_format 'dfp16' goes with accumulation 'dfp16' and only with "
+                             f"it (got compute_format={comp!r}, "
+                             f"accumulation={self.accumulation!r})")
+        ops = tuple(self.fp32_ops) if not isinstance(self.fp32_ops, str) else (self.fp32_ops,)
+        bad = [op for op in ops if op not in OP_NAMES]
+        if bad:
+            raise ValueError(f"fp32_ops: unknown op(s) {bad}; accepted: {', '.join(OP_NAMES)} "
+                             f"(Tensor Core ops {', '.join(TC_OPS)} follow compute_format)")
+        put(self, "fp32_ops", ops)
+        put(self, "mode", sf.parse_mode(self.rounding))
+        put(self, "rounding", self.mode.short)
+        if comp == "dfp16" and self.mode not in B.DFP_ROUNDINGS:
+            raise ValueError(f"rounding {self.rounding!r} has no DFP-16 quantizer counterpart; "
+                             f"accepted with dfp16: "
+                             f"{', '.join(m.short for m in B.DFP_ROUNDINGS)}")
+        ls = self.loss_scale
+        if not (ls == "dynamic" or (isinstance(ls, (int, float)) and not isinstance(ls, bool)
+                                    and ls > 0)):
+            raise ValueError(f"loss_scale must be 'dynamic' or a positive number, got {ls!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        for f in ("keep_batchnorm_fp32", "master_weights"):
+            if not isinstance(getattr(self, f), bool):
+                raise TypeError(f"{f} must be a bool, got {getattr(self, f)!r}")
+        put(self, "act", B.get_fmt(self.activation_format))
+        put(self, "grad", B.get_fmt(self.gradient_format))
+        put(self, "compute", None if comp == "dfp16" else B.get_fmt(comp))
+        put(self, "accumulation_fmt", B.get_fmt(self.accumulation_format))
+        put(self, "model", B.get_fmt(self.model_format))
+        put(self, "_fp32", frozenset(ops))
+
+    # ----- the rules ------------------------------------------------------------------------
+    def op_format(self, op: str, *fmts: sf.Format) -> sf.Format:
+        """Format a non-Tensor-Core op computes and stores its result in, given its inputs'."""
+        f = fmts[0] if len(fmts) == 1 else B.widest(*fmts)
+        if op in self._fp32:
+            f = B.widest(f, B.F32)
+        return f
+
+    def grad_fmt_for(self, fmt: sf.Format) -> sf.Format:
+        """Storage format of the gradient of a tensor stored in ``fmt``."""
+        act = self.act
+        return self.grad if (fmt is act or (fmt.name == act.name and fmt == act)) else fmt
+
+    @property
+    def tc_grad_fmt(self) -> sf.Format:
+        """Storage of the gradients a Tensor Core op produces for its (compute-format) inputs:
+        the backward of the input cast, as in autocast, where the weight gradient of an fp16
+        matmul is an fp16 tensor before it is widened to the fp32 weight's format."""
+        return self.grad if self.compute is None else self.grad_fmt_for(self.compute)
+
+    # ----- records --------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {f.name: (list(getattr(self, f.name)) if f.name == "fp32_ops"
+                         else getattr(self, f.name))
+                for f in dataclasses.fields(self) if f.init}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Policy:
+        if not isinstance(d, dict):
+            raise TypeError(f"Policy.from_dict needs a dict, got {type(d).__name__}")
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        extra = sorted(set(d) - names)
+        if extra:
+            raise ValueError(f"unknown Policy field(s) {extra}; accepted: {sorted(names)}")
+        return cls(**d)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_json(cls, s: str) -> Policy:
+        return cls.from_dict(json.loads(s))
+
+    def replace(self, **changes) -> Policy:
+        """A copy with some fields changed (validated like a new record)."""
+        return dataclasses.replace(self, **changes)
+
+    def __str__(self):
+        ops = ", ".join(self.fp32_ops) or "none"
+        return (f"Policy {self.name}: activations {self.activation_format}, gradients "
+                f"{self.gradient_format}, Tensor Core ops {self.compute_format} inputs with "
+                f"{self.accumulation} accumulation into {self.accumulation_format}, rounding "
+                f"{self.rounding}, fp32 ops [{ops}], model {self.model_format}"
+                f"{' (batch-norm fp32)' if self.keep_batchnorm_fp32 else ''}, master weights "
+                f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}")
+
+    # ----- activation for a block of code ---------------------------------------------------
+    def __enter__(self):
+        _STACK.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _STACK.pop()
+        return False
+
+
+def _format_field(field_name: str, value) -> sf.Format:
+    try:
+        return B.get_fmt(value)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"Policy {field_name}: {e}") from None
+
+
+PRESETS: dict[str, Policy] = {p.name: p for p in (
+    Policy("fp64", "fp64", "fp64", "fp64", "native", "fp64", model_format="fp64"),
+    Policy("O0"),
+    Policy("O1", "fp16", "fp16", "fp16", "ideal-fp32", fp32_ops=_O1_FP32,
+           loss_scale="dynamic"),
+    Policy("O2", "fp16", "fp16", "fp16", "ideal-fp32", fp32_ops=_O2_FP32, model_format="fp16",
+           keep_batchnorm_fp32=True, master_weights=True, loss_scale="dynamic"),
+    Policy("O3", "fp16", "fp16", "fp16", "ideal-fp32", model_format="fp16"),
+    Policy("bf16", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32, model_format="bf16",
+           keep_batchnorm_fp32=True, master_weights=True),
+    Policy("dfp16", "fp32", "fp32", "dfp16", "dfp16"),
+)}
+
+_STACK: list[Policy] = [PRESETS["O0"]]
+
+
+def list_policies() -> list[str]:
+    return list(PRESETS)
+
+
+def get_policy(spec=None, **overrides) -> Policy:
+    """A Policy from a preset name (case-insensitive), a Policy, a dict (``to_dict`` form) or
+    None (the active one), with optional field overrides: ``get_policy("O2", accumulation="v100")``.
+    """
+    if spec is None:
+        pol = current_policy()
+    elif isinstance(spec, Policy):
+        pol = spec
+    elif isinstance(spec, str):
+        key = {k.lower(): k for k in PRESETS}.get(spec.strip().lower())
+        if key is None:
+            raise ValueError(f"unknown policy {spec!r}; accepted: {', '.join(PRESETS)}, a Policy "
+                             "or a dict of Policy fields")
+        pol = PRESETS[key]
+    elif isinstance(spec, dict):
+        pol = Policy.from_dict(spec)
+    else:
+        raise TypeError(f"policy must be a name, a Policy or a dict, got {type(spec).__name__}")
+    return pol.replace(**overrides) if overrides else pol
+
+
+def current_policy() -> Policy:
+    """The innermost active policy (``O0`` unless changed)."""
+    return _STACK[-1]
+
+
+@contextlib.contextmanager
+def use_policy(spec, **overrides):
+    """``with use_policy("O3"): ...`` runs the block (forward ops and their later backward)
+    under that policy."""
+    pol = get_policy(spec, **overrides)
+    _STACK.append(pol)
+    try:
+        yield pol
+    finally:
+        _STACK.pop()
+
+
+def set_default_policy(spec, **overrides) -> Policy:
+    """Replace the outermost (default) policy, e.g. in a notebook."""
+    _STACK[0] = get_policy(spec, **overrides)
+    return _STACK[0]
