@@ -1,0 +1,19 @@
+"""models: models, datasets, the trainer, the paper reproduction and the command line.
+
+- ``models.data`` / ``models.idx`` / ``models.corpus``: built-in data (scikit-learn digits, a
+  text corpus from the Python standard library, seeded synthetic sets) and an MNIST/Fashion-MNIST
+  IDX loader;
+- ``models.nets``: an MLP, a LeNet-style CNN with batch-norm, a character LSTM/GRU language model
+  and a tiny transformer language model, on autograd;
+- ``models.config``: the JSON run config (apex opt_level and DeepSpeed fp16/bf16 blocks accepted);
+- ``models.trainer``: training with precision policies, master weights, loss scalers,
+  instrumentation, atomic checkpoints and bit-identical resume;
+- ``models.experiments``: ``reproduce``, the paper's study at small scale;
+- ``models.report`` / ``models.figures``: report.md, results.json and PNG figures;
+- ``models.cli``: the ``mpemu`` command (also ``python -m models``).
+
+May import autograd, softfloat, scalers, numpy, tqdm and scikit-learn; matplotlib only lazily in
+the figure code.  Submodules are imported on demand so that ``import models`` stays cheap.
+"""
+
+__all__ = ["cli", "config", "data", "experiments", "figures", "nets", "report", "trainer"]

@@ -1,0 +1,205 @@
+"""PNG figures for the reproduction report: loss curves, loss-scale trajectories and the
+paper-style exponent histograms of gradients (our versions of Figures 2b and 3).
+
+Provides :func:`plot_loss_curves`, :func:`plot_scale_trajectories` and
+:func:`plot_exponent_histogram`.  matplotlib is imported lazily, inside the functions, with the
+Agg backend (no display needed).  Every figure has an opaque white background, black text and a
+palette of mid-luminance colours with distinct line styles, so it reads the same in light and
+dark viewers and in greyscale.
+
+Imports numpy and models.histograms at module level; matplotlib only inside functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .histograms import FP16, ExponentHistogram
+
+__all__ = ["plot_exponent_histogram", "plot_loss_curves", "plot_scale_trajectories", "smooth"]
+
+# Okabe-Ito (colour-blind safe) plus darker extras; all readable on white.
+_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
+           "#8C564B", "#7F7F7F", "#BCBD22", "#9467BD", "#17BECF", "#E41A1C", "#4D4D4D")
+_STYLES = ("-", "--", "-.", ":")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _rc():
+    return {"figure.facecolor": "white", "axes.facecolor": "white", "savefig.facecolor": "white",
+            "text.color": "black", "axes.labelcolor": "black", "axes.edgecolor": "black",
+            "xtick.color": "black", "ytick.color": "black", "axes.grid": True,
+            "grid.color": "#CCCCCC", "grid.linewidth": 0.6, "font.size": 9,
+            "legend.fontsize": 7, "legend.framealpha": 0.9, "legend.facecolor": "white"}
+
+
+def _style(i):
+    return {"color": _COLORS[i % len(_COLORS)], "linestyle": _STYLES[(i // 7) % len(_STYLES)]}
+
+
+def smooth(values, window):
+    """Trailing moving average that keeps NaN/Inf where the raw value is not finite."""
+    v = np.asarray(values, dtype=np.float64)
+    if window <= 1 or v.size == 0:
+        return v
+    finite = np.isfinite(v)
+    filled = np.where(finite, v, 0.0)
+    c = np.cumsum(np.insert(filled, 0, 0.0))
+    n = np.cumsum(np.insert(finite.astype(np.float64), 0, 0.0))
+    idx = np.arange(1, v.size + 1)
+    lo = np.maximum(idx - window, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (c[idx] - c[lo]) / (n[idx] - n[lo])
+    out[~finite] = np.nan
+    return out
+
+
+def _save(fig, path):
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return str(path)
+
+
+def plot_loss_curves(runs, path, *, title, metric_name="accuracy"):
+    """Training loss (moving average) and the evaluation metric of each run, one line each.
+
+    runs: list of dicts with "label", "history" {"step", "loss", "eval_step", "eval_metric"}.
+    Losses are clipped at 1.5x the largest initial loss (log axis when they span more than a
+    factor 3); a run whose loss became
+    non-finite is marked with an x where it happened.
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
+        starts = [r["history"]["loss"][0] for r in runs if r["history"]["loss"]]
+        finite_starts = [v for v in starts if math.isfinite(v)]
+        top = 1.5 * max(finite_starts) if finite_starts else 10.0
+        handles, lo, hi = [], math.inf, 0.0
+        for i, run in enumerate(runs):
+            h = run["history"]
+            steps = np.asarray(h["step"])
+            loss = np.asarray(h["loss"], dtype=np.float64)
+            window = max(1, len(steps) // 25)
+            curve = np.minimum(smooth(loss, window), top)
+            ok = curve[np.isfinite(curve) & (curve > 0)]
+            if ok.size:
+                lo, hi = min(lo, float(ok.min())), max(hi, float(ok.max()))
+            (line,) = ax1.plot(steps, curve, label=run["label"], lw=1.3, **_style(i))
+            handles.append(line)
+            bad = np.flatnonzero(~np.isfinite(loss))
+            if bad.size:  # diverged: mark where the loss first became non-finite
+                ax1.plot([steps[bad[0]]], [top], marker="x", ms=8, mew=2,
+                         color=_style(i)["color"])
+            if h.get("eval_step"):
+                ev = np.asarray(h["eval_metric"], dtype=np.float64)
+                ax2.plot(h["eval_step"], ev, marker="o", ms=3, lw=1.2, **_style(i))
+        log_y = hi > 3 * lo  # a log axis only where the losses span a wide range
+        if log_y:
+            ax1.set_yscale("log")
+        ax1.set_xlabel("step")
+        ax1.set_ylabel("training loss (moving average" + (", log scale)" if log_y else ")"))
+        ax1.set_title("training loss (x: became non-finite)")
+        ax2.set_xlabel("step")
+        ax2.set_ylabel(metric_name)
+        ax2.set_title(f"held-out {metric_name}")
+        fig.suptitle(title)
+        fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=7,
+                   bbox_to_anchor=(0.5, -0.02))
+        fig.tight_layout(rect=(0, 0.03 + 0.032 * ((len(runs) + 2) // 3), 1, 1))
+        return _save(fig, path)
+
+
+def plot_scale_trajectories(runs, path, *, title):
+    """log2 of the loss scale per step for each run that has a scaler; skipped steps marked."""
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for i, run in enumerate(runs):
+            h = run["history"]
+            steps = np.asarray(h["step"])
+            scale = np.asarray(h["scale"], dtype=np.float64)
+            with np.errstate(divide="ignore"):
+                ls = np.log2(scale)
+            style = _style(i)
+            ax.step(steps, ls, where="post", lw=1.4, label=run["label"], **style)
+            skipped = np.asarray(h["skipped"], dtype=bool)
+            if skipped.any():
+                ax.plot(steps[skipped], ls[skipped], "v", ms=4, color=style["color"],
+                        label=f"{run['label']}: skipped step ({int(skipped.sum())})")
+        ax.set_xlabel("step")
+        ax.set_ylabel("log2(loss scale)")
+        ax.set_title(f"{title}: loss-scale trajectories")
+        ax.legend(loc="best", ncol=2)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_exponent_histogram(hist, path, *, title, log2_scale=0, what="gradient"):
+    """The paper-style histogram: share of values per log2 bin, a separate zero bin, the fp16
+    normal and subnormal ranges shaded, the flush-to-zero region and the effect of a loss scale
+    2^log2_scale (the fp16 underflow boundary moves left by log2_scale binades)."""
+    if isinstance(hist, dict):
+        hist = ExponentHistogram.from_dict(hist)
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    total = max(hist.total, 1)
+    nz = np.flatnonzero(hist.counts)
+    exps = np.arange(hist.counts.size) + (-149)
+    lo = int(exps[nz[0]]) if nz.size else -30
+    hi = int(exps[nz[-1]]) if nz.size else 0
+    lo, hi = min(lo, -30), max(hi, 0)
+    shown = (exps >= lo) & (exps <= hi)
+    frac = dict(hist.fractions(0))
+    scaled = hist.fractions(log2_scale)
+    with mpl.rc_context(_rc()):
+        fig, ax = plt.subplots(figsize=(10, 4.2))
+        x_zero = lo - 3
+        ax.axvspan(lo - 0.5, FP16["min_subnormal_exp"] - 0.5, color="#E41A1C", alpha=0.12,
+                   label="below 2^-24: becomes 0 in fp16")
+        ax.axvspan(FP16["min_subnormal_exp"] - 0.5, FP16["min_normal_exp"] - 0.5,
+                   color="#E69F00", alpha=0.18, label="fp16 subnormal [2^-24, 2^-14)")
+        ax.axvspan(FP16["min_normal_exp"] - 0.5, FP16["max_exp"] + 0.5, color="#009E73",
+                   alpha=0.12, label="fp16 normal [2^-14, 65504]")
+        pct = 100.0 * hist.counts[shown] / total
+        ax.bar(exps[shown], pct, width=0.85, color="#0072B2", label=f"{what} values")
+        ax.bar([x_zero], [100.0 * hist.zeros / total], width=0.85, color="#4D4D4D",
+               label="exactly zero")
+        if log2_scale:
+            edge = FP16["min_subnormal_exp"] - 1 - log2_scale + 0.5
+            ax.axvline(edge, color="#CC79A7", lw=2, ls="--",
+                       label=f"underflow edge after scaling by 2^{log2_scale}")
+        ax.set_yscale("log")
+        ticks = [x_zero] + list(range(lo - lo % 5 + 5 if lo % 5 else lo, hi + 1, 5))
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(["0"] + [str(t) for t in ticks[1:]])
+        ax.set_xlim(x_zero - 1, max(hi, FP16["max_exp"]) + 1)
+        ax.set_xlabel("log2(|value|) (bin e holds 2^e <= |v| < 2^(e+1)); left bar: zeros")
+        ax.set_ylabel("% of all values (log scale)")
+        ax.set_title(title)
+        text = (f"values: {hist.total:,} from {hist.samples} tensors\n"
+                f"exactly zero: {100 * frac['zero']:.1f}%\n"
+                f"become 0 in fp16, unscaled: {100 * frac['underflow_fp16']:.2f}%\n"
+                f"become 0 after x2^{log2_scale}: {100 * scaled['underflow_fp16']:.2f}%\n"
+                f"overflow after x2^{log2_scale}: {100 * scaled['overflow_fp16']:.3f}%")
+        ax.text(0.99, 0.97, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "#7F7F7F", "alpha": 0.95})
+        ax.legend(loc="upper left", fontsize=7)
+        fig.tight_layout()
+        return _save(fig, path)
