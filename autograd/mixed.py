@@ -299,7 +299,7 @@ class MixedPrecisionOptimizer:
             raise ValueError(f"'kahan' must hold {len(self.params)} arrays")
         self.optimizer.load_state_dict(state_dict["optimizer"])
         self.scaler.load_state_dict(state_dict["scaler"])
-        for name, targets, saved in arrays:
+        for _name, targets, saved in arrays:
             for t, a in zip(targets, saved):
                 np.copyto(t.data, np.asarray(a, dtype=np.float32))
         if self.kahan:

@@ -3,7 +3,8 @@
 Each module ``bench/bench_*.py`` exposes ``run() -> list[dict]`` with rows holding at least
 ``name``, ``seconds``, ``baseline`` (the name of the baseline row it is compared with, or None)
 and ``ratio`` (seconds / baseline seconds: a time ratio, lower is faster; rows may add ``speed``,
-its inverse, where an issue states a target as a fraction of the baseline's speed).  Timings are never asserted anywhere: this only prints.
+its inverse, where an issue states a target as a fraction of the baseline's speed).
+Timings are never asserted anywhere: this only prints.
 Usage: python -m bench [module-substring ...]
 """
 
@@ -28,7 +29,8 @@ def _fmt(row: dict) -> str:
 
 def main(argv=None) -> int:
     wanted = (sys.argv[1:] if argv is None else argv)
-    names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
+    names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__)
+                   if m.name.startswith("bench_"))
     if wanted:
         names = [n for n in names if any(w in n for w in wanted)]
     for name in names:
