@@ -41,7 +41,8 @@ def round_kernel(x, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rb
     n = x.size
     nch = (n + CHUNK - 1) // CHUNK
     for c in prange(nch):
-        lo = c * CHUNK
+        ci = np.int64(c)   # one signature for the callees (prange's index is typed twice)
+        lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
             u = random_bits(key, i) if mode == SR else np.uint64(0)
@@ -49,4 +50,4 @@ def round_kernel(x, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rb
                                 mode, u, rbits)
             out[i] = r
             if want_flags:
-                add_flag_counts(counts, c, fl)
+                add_flag_counts(counts, ci, fl)

@@ -33,7 +33,8 @@ def as_float_array(x, name: str = "x") -> np.ndarray:
             raise TypeError(f"{name}: dtype {arr.dtype} (extended precision) is not accepted; "
                             "use float32 or float64")
         target = np.float64 if arr.dtype.itemsize == 8 else np.float32
-        return np.ascontiguousarray(arr, dtype=target)
+        # np.array(order="C") rather than ascontiguousarray, which turns 0-d into 1-d.
+        return np.array(arr, dtype=target, order="C", copy=None)
     if isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name}: bool is not accepted; pass a float")
     if isinstance(x, complex):
