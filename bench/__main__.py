@@ -10,12 +10,20 @@ Usage: python -m bench [module-substring ...]
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import sys
-import time
+import os
 
-import bench
+# Before any library loads an OpenMP runtime: PyTorch (a baseline) loads one on import, and
+# if that happens before softfloat's import sets this default, Numba's OpenMP workers inherit
+# the active (spinning) wait policy and fight OpenBLAS for the cores (10-30x slower fp16 steps
+# on 2 cores).  See softfloat/__init__.py.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import bench  # noqa: E402
 
 
 def _fmt(row: dict) -> str:

@@ -362,3 +362,17 @@ def round_f32_kernel(xb, ob, P, key, want_flags, counts):
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
         _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, key, want_flags, counts)
+
+
+@njit(cache=True)
+def round_f32_serial(xb, ob, P, key, want_flags, counts):
+    """round_f32_kernel on the calling thread alone: the same chunks in the same order, so the
+    same bits and flag counts; for small arrays, where waking the worker threads costs more
+    than the work (see rounding.SERIAL_MAX)."""
+    n = xb.size
+    nch = (n + CHUNK - 1) // CHUNK
+    for c in range(nch):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        hi = min(n, lo + CHUNK)
+        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, key, want_flags, counts)

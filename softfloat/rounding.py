@@ -17,6 +17,7 @@ Imports numpy and the softfloat kernels only.
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -25,6 +26,18 @@ from . import _kernels_round_f32 as KF
 from ._validate import as_float_array, check_flags, check_format, check_mode, check_sr, finish
 
 __all__ = ["round", "kernel_args"]
+
+#: Arrays of at most this many elements are rounded on the calling thread: waking the parallel
+#: kernel's worker threads costs ~20-60 us, the time this fast path needs for ~2^16 elements,
+#: and training loops round thousands of small tensors.  Both kernels process the same chunks
+#: with the same random-bit indices, so the results do not depend on the choice.
+SERIAL_MAX = 1 << 16
+
+
+@functools.lru_cache(maxsize=256)
+def _fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
+    """KF.fast_params, computed once per (format, mode, sr bits); the kernels never write it."""
+    return KF.fast_params(fmt, mode, rbits)
 
 
 def kernel_args(fmt):
@@ -61,9 +74,9 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: 
         # Fast path on the float32 patterns (same results and flags as round_kernel).  The
         # uint32 views are made here: writes through views made inside a parallel Numba
         # function can be lost.
-        KF.round_f32_kernel(flat.view(np.uint32), out.view(np.uint32),
-                            KF.fast_params(fmt, int(mode), rbits), key, flags is not None,
-                            counts)
+        kern = KF.round_f32_serial if flat.size <= SERIAL_MAX else KF.round_f32_kernel
+        kern(flat.view(np.uint32), out.view(np.uint32), _fast_params(fmt, int(mode), rbits),
+             key, flags is not None, counts)
     elif flat.size:
         K.round_kernel(flat, out, *kernel_args(fmt), int(mode), key, rbits,
                        flags is not None, counts)

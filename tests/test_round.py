@@ -305,3 +305,27 @@ def test_flag_counts():
     assert fl.elements == 8
     sf.round(np.array([3e38], np.float32), "fp16", flags=fl)
     assert fl.overflow == 2 and fl.found_inf
+
+
+@pytest.mark.parametrize("mode", ["rne", "rtz", "rto", "sr"])
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn"])
+def test_serial_and_parallel_fast_paths_agree(monkeypatch, fmt, mode):
+    """Small arrays run on the calling thread (rounding.SERIAL_MAX); the bits and the flag
+    counts must not depend on that choice, stochastic rounding included (several chunks,
+    a short last one, subnormals, overflow and specials)."""
+    from softfloat import rounding
+    rng = np.random.default_rng(7)
+    n = 3 * K.CHUNK + 77
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
+    x[::997] = np.inf
+    x[5::1009] = np.nan
+    x[9::1013] = 0.0
+    kw = {"seed": 11} if mode == "sr" else {}
+    got = {}
+    for label, limit in (("serial", n), ("parallel", 0)):
+        monkeypatch.setattr(rounding, "SERIAL_MAX", limit)
+        fl = sf.Flags()
+        r = sf.round(x, fmt, mode, flags=fl, **kw)
+        got[label] = (r.view(np.uint32).copy(), fl.as_dict())
+    assert np.array_equal(got["serial"][0], got["parallel"][0])
+    assert got["serial"][1] == got["parallel"][1]
