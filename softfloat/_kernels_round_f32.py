@@ -52,6 +52,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ._int32 import add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32, xor32
 from ._kernels_round import CHUNK, add_flag_counts
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RNA, RNE, RTO, RUP, SR, UNDERFLOW,
                          overflow_result, round_value)
@@ -183,21 +184,25 @@ def _one(b, C):
 @njit(cache=True, inline="always")
 def _normal_one(b, u, is_sr, C):
     """Pass 1: (pattern, flags, special) with special = below 2^emin, Inf or NaN (left for
-    pass 2); rounding at bit d and overflow otherwise.  Kept lean: this is the common case."""
+    pass 2); rounding at bit d and overflow otherwise.  Kept lean: this is the common case.
+
+    The pattern and the tests are computed with softfloat._int32's 32-bit operations (plain
+    uint32 expressions would be widened to 64 bits by Numba, halving the SIMD width).  No sum
+    wraps: a < 2^31 and every increment is < 2^d <= 2^23."""
     (ud, low, keep, c0, cpar, cpos, cneg, rto_lsb, s1, s2, tinybits, maxbits, ovp, ovn,
      ieee, nanflag, subn, tiny_same, dbias, qscale, t_half, t_rne, t_pos, t_neg, t_rto) = C
-    a = b & _ABS
-    sgn = b ^ a
-    neg = sgn != _U0
+    a = and32(b, _ABS)
+    sgn = xor32(b, a)
+    neg = ne32(sgn, _U0)
     if is_sr:
-        inc = np.uint32(u >> s1) << s2
+        inc = shl32(lo32(u >> s1), s2)
     else:
-        inc = c0 + ((a >> ud) & cpar) + (cneg if neg else cpos)
-    inexn = (a & low) != _U0
-    rn = ((a + inc) & keep) | (rto_lsb if inexn else _U0)
-    special = (a < tinybits) | (a >= _INF)
-    ovf = rn > maxbits
-    out = _SLOW if special else ((ovn if neg else ovp) if ovf else (sgn | rn))
+        inc = add32(add32(c0, and32(shr32(a, ud), cpar)), sel32(neg, cneg, cpos))
+    inexn = ne32(and32(a, low), _U0)
+    rn = or32(and32(add32(a, inc), keep), sel32(inexn, rto_lsb, _U0))
+    special = lt32(a, tinybits) | ge32(a, _INF)
+    ovf = gt32(rn, maxbits)
+    out = sel32(special, _SLOW, sel32(ovf, sel32(neg, ovn, ovp), or32(sgn, rn)))
     fl = 0 if special else ((OVERFLOW | INEXACT) if ovf else (INEXACT if inexn else 0))
     return out, fl, special
 
@@ -209,33 +214,40 @@ def _normal_one(b, u, is_sr, C):
 # skip the rest of the chunk); the flag variants add the others' flags to counts[c].
 
 @njit(cache=True)
-def _loop_det(xs, os, C):
-    nspecial = 0
-    n = xs.size
+def _marked_span(os):
+    """(count, first, last) of the elements pass 1 marked (_SLOW: never a pass-1 result, whose
+    NaNs are all marked), for the loops that only record whether anything was marked: a
+    running first/last index would put 64-bit lanes into their vectorised loop."""
+    n = os.size
+    cnt = 0
     first = n
     last = -1
     for j in range(n):
-        o, fl, sp = _normal_one(xs[j], np.uint64(0), False, C)
-        os[j] = o
-        nspecial += sp
+        sp = os[j] == _SLOW
+        cnt += sp
         first = min(first, j if sp else n)
         last = max(last, j if sp else -1)
-    return nspecial, first, last
+    return cnt, first, last
+
+
+@njit(cache=True)
+def _loop_det(xs, os, C):
+    anysp = False
+    for j in range(xs.size):
+        o, fl, sp = _normal_one(xs[j], np.uint64(0), False, C)
+        os[j] = o
+        anysp |= sp
+    return _marked_span(os) if anysp else (0, xs.size, -1)
 
 
 @njit(cache=True)
 def _loop_sr(xs, os, C, key, base):
-    nspecial = 0
-    n = xs.size
-    first = n
-    last = -1
-    for j in range(n):
+    anysp = False
+    for j in range(xs.size):
         o, fl, sp = _normal_one(xs[j], random_bits(key, base + j), True, C)
         os[j] = o
-        nspecial += sp
-        first = min(first, j if sp else n)
-        last = max(last, j if sp else -1)
-    return nspecial, first, last
+        anysp |= sp
+    return _marked_span(os) if anysp else (0, xs.size, -1)
 
 
 @njit(cache=True)
