@@ -23,7 +23,8 @@ def test_registration_names_and_state_dict_keys_follow_torch():
     m = mlp()
     names = [n for n, _ in m.named_parameters()]
     assert names == ["0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "4.bias"]
-    assert list(m.state_dict()) == names + ["1.running_mean", "1.running_var"]
+    assert list(m.state_dict()) == names + ["1.running_mean", "1.running_var",
+                                            "1.num_batches_tracked"]
     assert m[0].weight.shape == (5, 4)                 # Linear weight is out x in
     assert len(m.parameters()) == 6 and len(m) == 5
     bound = 1 / np.sqrt(4)
@@ -214,3 +215,34 @@ def test_tiny_transformer_learns_to_copy_the_previous_token():
             p.data = p.data - np.float32(0.5) * p.grad
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_batchnorm_num_batches_tracked_and_cumulative_momentum():
+    """num_batches_tracked counts training batches (not evaluation ones), is saved in
+    state_dict as a 0-d int64 and restored; momentum=None is the cumulative average (torch),
+    so after k batches running_mean is the mean of the k batch means."""
+    rng = np.random.default_rng(5)
+    bn = nn.BatchNorm1d(3, momentum=None)
+    means = []
+    for _ in range(4):
+        x = rng.standard_normal((8, 3)) * 2 + 1
+        means.append(x.mean(axis=0))
+        bn(ag.Tensor(x))
+    assert bn.num_batches_tracked == 4
+    np.testing.assert_allclose(bn.running_mean.data, np.mean(means, axis=0), rtol=1e-6)
+    bn.eval()
+    bn(ag.Tensor(rng.standard_normal((8, 3))))
+    assert bn.num_batches_tracked == 4
+    sd = bn.state_dict()
+    assert sd["num_batches_tracked"].dtype == np.int64 and sd["num_batches_tracked"] == 4
+    other = nn.BatchNorm1d(3, momentum=None)
+    other.load_state_dict(sd)
+    assert other.num_batches_tracked == 4
+    with pytest.raises(ValueError, match="non-negative integer"):
+        other.load_state_dict({**sd, "num_batches_tracked": np.array(-1)})
+    with pytest.raises(ValueError, match="missing keys"):
+        other.load_state_dict({k: v for k, v in sd.items() if k != "num_batches_tracked"})
+    with pytest.raises(ValueError, match="momentum"):
+        nn.BatchNorm1d(3, momentum=1.5)
+    # Without running statistics there is no counter, as in torch.
+    assert "num_batches_tracked" not in nn.BatchNorm1d(3, track_running_stats=False).state_dict()

@@ -23,8 +23,7 @@ def twin(ours_builder, torch_model, policy):
     torch_model = torch_model.to(torch.float64 if policy == "fp64" else torch.float32)
     with use_policy(policy):
         ours = ours_builder()
-    state = {k: v.detach().numpy() for k, v in torch_model.state_dict().items()
-             if not k.endswith("num_batches_tracked")}
+    state = {k: v.detach().numpy() for k, v in torch_model.state_dict().items()}
     ours.load_state_dict(state)
     return ours, torch_model
 

@@ -99,13 +99,23 @@ class Conv2d(Module):
 
 
 class _BatchNorm(Module):
+    """Batch norm with torch's buffers: running_mean, running_var and num_batches_tracked (the
+    number of training batches seen, saved in state_dict).  momentum=None uses the cumulative
+    average, factor 1/num_batches_tracked, as torch does."""
     _is_batchnorm = True
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True):
         super().__init__()
         self.num_features = _positive(num_features, "num_features", type(self).__name__)
-        self.eps, self.momentum = float(eps), float(momentum)
+        if momentum is not None and not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum must be in [0, 1] or None "
+                             f"(cumulative average), got {momentum}")
+        self.eps = float(eps)
+        self.momentum = None if momentum is None else float(momentum)
+        self.num_batches_tracked = 0
+        if track_running_stats:
+            object.__setattr__(self, "_counters", ("num_batches_tracked",))
         self.weight = Parameter(np.ones(num_features)) if affine else None
         self.bias = Parameter(np.zeros(num_features)) if affine else None
         self.register_buffer("running_mean",
@@ -118,8 +128,14 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__} expects a {self._ndim}-d input, got shape "
                              f"{x.shape}")
         use_batch = self.training or self.running_mean is None
+        momentum = self.momentum
+        if self.training and self.running_mean is not None:
+            self.num_batches_tracked += 1
+            if momentum is None:
+                momentum = 1.0 / self.num_batches_tracked
         return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                            training=use_batch, momentum=self.momentum, eps=self.eps)
+                            training=use_batch, momentum=0.0 if momentum is None else momentum,
+                            eps=self.eps)
 
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"

@@ -141,21 +141,44 @@ class Module:
         return self
 
     # ----- state --------------------------------------------------------------------------------
+    # Non-tensor state saved beside the buffers (e.g. BatchNorm's num_batches_tracked): a
+    # module lists the attribute names; each is an int saved as a 0-d int64 array.
+    _counters: tuple = ()
+
+    def _named_counters(self, prefix: str = ""):
+        for mname, m in self.named_modules(prefix):
+            for k in m._counters:
+                yield (f"{mname}.{k}" if mname else k), m, k
+
     def state_dict(self) -> dict:
-        """name -> copy of the carrier array, parameters then buffers (torch's key names)."""
+        """name -> copy of the carrier array, parameters then buffers (torch's key names),
+        then integer counters such as BatchNorm's num_batches_tracked (0-d int64 arrays)."""
         out = {k: p.data.copy() for k, p in self.named_parameters()}
         out.update({k: b.data.copy() for k, b in self.named_buffers()})
+        out.update({k: np.array(getattr(m, a), np.int64) for k, m, a in self._named_counters()})
         return out
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
-        """Copy arrays into parameters and buffers, rounded once (RNE) to each one's format."""
+        """Copy arrays into parameters and buffers, rounded once (RNE) to each one's format,
+        and set the integer counters (which must hold a non-negative integer)."""
         own = dict(self.named_parameters())
         own.update(dict(self.named_buffers()))
-        missing = sorted(set(own) - set(state))
-        unexpected = sorted(set(state) - set(own))
+        counters = {k: (m, a) for k, m, a in self._named_counters()}
+        missing = sorted((set(own) | set(counters)) - set(state))
+        unexpected = sorted(set(state) - set(own) - set(counters))
         if strict and (missing or unexpected):
             raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys "
                              f"{unexpected}")
+        for k, (m, a) in counters.items():
+            if k not in state:
+                continue
+            v = np.asarray(state[k].numpy() if hasattr(state[k], "numpy") else state[k])
+            if v.shape != () or not (v.dtype.kind in "iu" or (v.dtype.kind == "f"
+                                                               and float(v) == int(v))) \
+                    or int(v) < 0:
+                raise ValueError(f"load_state_dict: {k} must be a non-negative integer "
+                                 f"scalar, got {v!r}")
+            object.__setattr__(m, a, int(v))
         for k, t in own.items():
             if k not in state:
                 continue
