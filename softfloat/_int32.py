@@ -4,7 +4,7 @@ Numba types the result of arithmetic on uint32 values as a 64-bit integer (its i
 widens to the machine word), so a loop over float32 bit patterns written with ``&``, ``+``,
 ``>>`` and comparisons runs in 64-bit SIMD lanes: half as many elements per instruction, plus
 the conversions between the widths.  These intrinsics emit the LLVM i32 instruction itself
-(``add``, ``and``, ``or``, ``xor``, ``lshr``, ``shl``, unsigned ``icmp``, ``select``,
+(``add``, ``sub``, ``and``, ``or``, ``xor``, ``lshr``, ``shl``, unsigned ``icmp``, ``select``,
 ``trunc``), with uint32 (or boolean) results, so that LLVM vectorises such loops 8 (ymm) or 16
 (zmm) elements at a time.  Measured on the float32 -> fp16 fast path: 2.4x fewer cycles per
 element than the same code in widened integers.
@@ -38,6 +38,7 @@ def _binary(op: str, doc: str):
 
 
 add32 = _binary("add", "a + b modulo 2^32")
+sub32 = _binary("sub", "a - b modulo 2^32")
 and32 = _binary("and_", "a & b")
 or32 = _binary("or_", "a | b")
 xor32 = _binary("xor", "a ^ b")
@@ -62,6 +63,7 @@ lt32 = _compare("<", "a < b (unsigned)")
 ge32 = _compare(">=", "a >= b (unsigned)")
 gt32 = _compare(">", "a > b (unsigned)")
 ne32 = _compare("!=", "a != b")
+eq32 = _compare("==", "a == b")
 
 
 @intrinsic

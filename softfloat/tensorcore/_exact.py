@@ -3,10 +3,11 @@ products of spec section 3 -- exact for every input -- and custom exact block mo
 
 Provides
     exact_gemm(av, bv, cv, out, K, f, emin, emax, rne)   exact blocks of K, each rounded once
-    ideal_certify(s0, cv, has_c, ra, aexp, rb, bexp, shift, k, out, bad, left, ...)
-                                                         fast path of ideal-fp32 / ideal-fp16
-    ideal_fix_rows(av, bt, colmap, cv, has_c, out, bad, rows, ...)
-                                                         exact fallback for what it leaves
+    ideal_dot(...)                                       one exact dot product rounded once
+                                                         (the last resort of the ideal models'
+                                                         fast path, softfloat/tensorcore/
+                                                         _fastideal.py)
+    _fold_odd(s, t)                                      round-to-odd of a TwoSum pair
 
 Superaccumulator (exact_block_sum, used by exact_gemm and for the last step of ideal_dot).
 Terms (c and the products a_k b_k, each exact in float64) are added into a fixed-point
@@ -21,27 +22,8 @@ Exact long dot products (ideal_dot): AccSum's error-free extraction (Rump, Ogita
 splits the products into a few float64 level sums whose sum is exact (see extract_levels);
 those few numbers and c then go through the superaccumulator.
 
-Fast path of the ideal models (K = F = infinity, one rounding).  numpy's float64 matmul gives
-s0 = fl(sum a_k b_k).  Every product is exact in float64 (<= 48 significant bits, in
-[2^-298, 2^256]), and no partial sum can overflow or reach float64's subnormal range, so:
-(1) Exactness certificate: every non-zero input x of a format with m fraction bits is a
-    multiple of 2^(E - m), E = max(floor(log2|x|), emin); a product is a multiple of 2^L,
-    L >= Emin_row(A) + Emin_col(B) - 2m.  If sum |a_k b_k| <= sqrt(sum a^2) sqrt(sum b^2)
-    (Cauchy-Schwarz) stays below 2^(L + 52), every partial sum of ANY order of summation (the
-    BLAS blocking, FMA) is a multiple of 2^L below 2^(L + 53): representable, so s0 is exact.
-    (The factor 2 below 2^(L+53) covers the roundings of the computed sums of squares.)  c is
-    then added exactly as TwoSum + round to odd.  Typical fp16/bf16/fp8 data: most elements.
-(2) Interval certificate: whatever the order of the additions, |s0 - sum| <= gamma_(k-1)
-    sum |a_k b_k| (Higham, Accuracy and Stability, 3.1; gamma_n = n u / (1 - n u),
-    u = 2^-53); adding c costs one more rounding.  With a factor 2 for the roundings of the
-    bound, E = (|c| + bound) (k + 4) 2^-52 >= |S - x| for S = fl(s0 + c) and x the exact
-    c + sum.  If both ends of [S - E, S + E] (pushed one float64 ulp outward) round to the
-    same accumulator value and the bracket excludes 0 (the sign of a zero result depends on
-    exactness), every real number in it does, x included (rounding is monotone).
-The elements neither certifies (near ties: a few hundred per million for random fp16 data; all
-of them for adversarial cancellation) go to ideal_fix_rows, which is exact.  numpy's matmul is
-only trusted to perform IEEE float64 additions and multiplications in some order (true of
-OpenBLAS, MKL and Accelerate; no Strassen-like algorithm).
+The fast path of the ideal models (a float64 matmul, certificates, a compensated Dot2
+fallback) lives in _fastideal.py; whatever it cannot certify comes here.
 
 Imports numpy, numba and the sibling kernels only.
 """
@@ -52,7 +34,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._roundpack import pow2
-from ._kernels import _block_special, _round_rne, _round_rz, round_out
+from ._kernels import _block_special, round_out
 
 _M32 = np.int64(0xFFFFFFFF)
 _TWO32 = np.int64(1 << 32)
@@ -297,150 +279,3 @@ def _fold_odd(s, t):
     away = (t > 0.0) == (s > 0.0)
     nb = b + np.uint64(1) if away else b - np.uint64(1)
     return np.uint64(nb if (even and t != 0.0) else b).view(np.float64)
-
-
-@njit(cache=True, error_model="numpy")
-def _exact_thresholds(ra_i, aexp_i, rb, bexp, shift, j):
-    """(bound of sum_k |a_k b_k|, 2^(L + 52)) for element j of a row (see _certify_row)."""
-    e = min(max(aexp_i + bexp[j] + shift, -1022), 1024)
-    thr = np.int64((e + 1023) << 52).view(np.float64) if e < 1024 else np.inf
-    return ra_i * rb[j], thr
-
-
-# (1) Exactness, one row at a time.  Every non-zero input x is a multiple of its quantum
-# 2^(E - m), E = max(floor(log2|x|), emin), so every product is a multiple of 2^L with
-# L >= aexp_i + bexp_j - 2m.  With sum |a_k b_k| <= bnd = sqrt(sum a^2) sqrt(sum b^2)
-# (Cauchy-Schwarz) below 2^(L + 52) (shift = 52 - 2m; the factor 2 below 2^(L+53) covers the
-# roundings of the sums), every partial sum of ANY summation order is a multiple of 2^L below
-# 2^(L+53): exact.  So s0 is the exact sum of the products (and c is added with TwoSum +
-# round-to-odd).  One function per case, without run-time flags, so that LLVM vectorises the
-# loops.
-
-@njit(cache=True, error_model="numpy")
-def _bracket(s, c, bnd, g):
-    """The ends of [s - E, s + E], E = (|c| + bnd) g, pushed one float64 ulp outward (the
-    subtraction and addition may round inward), and whether the bracket excludes 0."""
-    err = (abs(c) + bnd) * g
-    lo = s - err
-    hi = s + err
-    pos = lo > 0.0
-    blo = np.float64(lo).view(np.int64)
-    bhi = np.float64(hi).view(np.int64)
-    # For positive numbers the next float down has bits - 1; for negative ones bits + 1.
-    lo2 = np.int64(blo - 1 if pos else blo + 1).view(np.float64)
-    hi2 = np.int64(bhi + 1 if pos else bhi - 1).view(np.float64)
-    return lo2, hi2, pos | (hi < 0.0)
-
-
-@njit(cache=True, error_model="numpy")
-def _exact_row_rne(s0r, ra_i, aexp_i, rb, bexp, shift, g, outr, badr, qscale, qmin, lim):
-    for j in range(s0r.shape[0]):
-        x0 = s0r[j]
-        bnd, thr = _exact_thresholds(ra_i, aexp_i, rb, bexp, shift, j)
-        r = _round_rne(x0, qscale, qmin, lim)
-        lo, hi, sided = _bracket(x0, 0.0, bnd, g)
-        rlo = _round_rne(lo, qscale, qmin, lim)
-        rhi = _round_rne(hi, qscale, qmin, lim)
-        exact = bnd < thr
-        ok = (exact | (sided & (rlo == rhi) & (abs(hi) < np.inf))) & (abs(x0) < np.inf)
-        r = (0.0 if x0 == 0.0 else r) if exact else rlo    # an exact zero sum is +0
-        outr[j] = r
-        badr[j] = np.uint8(0 if ok else 1)
-
-
-@njit(cache=True, error_model="numpy")
-def _exact_row_rz(s0r, ra_i, aexp_i, rb, bexp, shift, g, outr, badr, qscale, qmin, lim):
-    for j in range(s0r.shape[0]):
-        x0 = s0r[j]
-        bnd, thr = _exact_thresholds(ra_i, aexp_i, rb, bexp, shift, j)
-        r = _round_rz(x0, qscale, qmin, lim)
-        lo, hi, sided = _bracket(x0, 0.0, bnd, g)
-        rlo = _round_rz(lo, qscale, qmin, lim)
-        rhi = _round_rz(hi, qscale, qmin, lim)
-        exact = bnd < thr
-        ok = (exact | (sided & (rlo == rhi) & (abs(hi) < np.inf))) & (abs(x0) < np.inf)
-        r = (0.0 if x0 == 0.0 else r) if exact else rlo
-        outr[j] = r
-        badr[j] = np.uint8(0 if ok else 1)
-
-
-@njit(cache=True, error_model="numpy")
-def _exact_row_c(s0r, cr, ra_i, aexp_i, rb, bexp, shift, g, outr, badr, qscale, qmin, lim,
-                 rne):
-    for j in range(s0r.shape[0]):
-        c = cr[j]
-        x0 = s0r[j]
-        bnd, thr = _exact_thresholds(ra_i, aexp_i, rb, bexp, shift, j)
-        s = x0 + c
-        t = (x0 - (s - (s - x0))) + (c - (s - x0))      # TwoSum: x0 + c = s + t exactly
-        v = _fold_odd(s, t) if s != 0.0 else 0.0
-        r = round_out(v, qscale, qmin, lim, rne)
-        lo, hi, sided = _bracket(s, c, bnd, g)
-        rlo = round_out(lo, qscale, qmin, lim, rne)
-        rhi = round_out(hi, qscale, qmin, lim, rne)
-        exact = bnd < thr
-        ok = ((exact | (sided & (rlo == rhi) & (abs(hi) < np.inf)))
-              & (abs(s) < np.inf) & (abs(c) < np.inf))
-        outr[j] = r if exact else rlo
-        badr[j] = np.uint8(0 if ok else 1)
-
-
-@njit(cache=True, error_model="numpy")
-def _count(badr):
-    left = 0
-    for j in range(badr.shape[0]):
-        left += np.int64(badr[j])
-    return left
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def ideal_certify(s0, cv, has_c, ra, aexp, rb, bexp, shift, k, out, bad, left, f, emin, emax,
-                  rne):
-    """Fast path of the ideal models (see the module docstring).
-
-    s0: fl(A @ B) from numpy's float64 matmul; cv: C (ignored unless has_c); ra / rb:
-    sqrt(sum x^2) of each row of A / column of B; aexp / bexp: their smallest exponents;
-    shift = 52 - 2 m for inputs with m fraction bits.  Writes out[i, j] (float32) where a
-    certificate holds, bad[i, j] = 1 where none does and left[i] = the count of row i (those
-    elements go to the exact kernel).
-    """
-    m, n = s0.shape
-    qscale = pow2(-f)
-    qmin = pow2(emin - f)
-    lim = pow2(emax + 1)
-    # 2 (k + 4) u with u = 2^-53 (the factor 2 covers the roundings of the bound).
-    g = np.float64(k + 4) * pow2(-52)
-    for i in prange(m):
-        outr = np.empty(n)
-        ci = np.int64(i) if has_c else np.int64(0)
-        if has_c:
-            _exact_row_c(s0[i], cv[ci], ra[i], aexp[i], rb, bexp, shift, g, outr, bad[i],
-                         qscale, qmin, lim, rne)
-        elif rne:
-            _exact_row_rne(s0[i], ra[i], aexp[i], rb, bexp, shift, g, outr, bad[i], qscale,
-                           qmin, lim)
-        else:
-            _exact_row_rz(s0[i], ra[i], aexp[i], rb, bexp, shift, g, outr, bad[i], qscale,
-                          qmin, lim)
-        left[i] = _count(bad[i])
-        for j in range(n):
-            out[i, j] = outr[j]
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def ideal_fix_rows(av, bt, colmap, cv, has_c, out, bad, rows, f, emin, emax, rne):
-    """out[i, j] = ideal_dot(...) where bad[i, j], for the rows listed; column j of B is the
-    contiguous row bt[colmap[j]] (the caller gathers the columns needed)."""
-    k = av.shape[1]
-    n = colmap.shape[0]
-    for t in prange(rows.shape[0]):
-        i = rows[t]
-        limbs = np.zeros(NLIMBS, np.int64)
-        rem = np.empty(max(k, 1))
-        lev = np.empty(LEVELS)
-        ci = np.int64(i) if has_c else np.int64(0)
-        for j in range(n):
-            if bad[i, j]:
-                c = cv[ci, j] if has_c else 0.0
-                out[i, j] = ideal_dot(limbs, rem, lev, av[i], bt[colmap[j]], c, f, emin, emax,
-                                      rne)

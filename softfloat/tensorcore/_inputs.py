@@ -20,9 +20,14 @@ from ..formats import Format, get_format
 from ..modes import Mode, parse_mode
 from ..rounding import round as sf_round
 from . import _prep as P
+from . import _prep32 as P32K
+from ._workspace import scratch
 
 _TF32_KEEP = np.uint32(0xFFFFE000)   # sign, 8 exponent bits and the 10 top fraction bits
 TF32 = get_format("tf32")
+#: Below this many elements (m k + k n for the operand pair) the conversions and checks run on
+#: the calling thread (one call, no thread launch); above it on Numba's threads.
+PREP_PARALLEL_MIN = 1 << 19
 
 
 def _where(shape, flat_index, name):
@@ -32,27 +37,45 @@ def _where(shape, flat_index, name):
     return f"{name}[{', '.join(str(int(t)) for t in idx)}]"
 
 
-def to_float64_checked(x: np.ndarray, fmt: Format):
-    """(float64 copy of x, flat index of its first element that is not a value of fmt or -1)."""
+def to_float64_checked(x: np.ndarray, fmt: Format, out=None):
+    """(float64 copy of x, flat index of its first element that is not a value of fmt or -1);
+    out: a C-contiguous float64 array of x's shape to write the copy to (default: a new one)."""
     x = np.asarray(x)
-    out = np.empty(x.shape, np.float64)
+    if out is None:
+        out = np.empty(x.shape, np.float64)
     if x.size == 0:
         return out, -1
     flat = np.ascontiguousarray(x).reshape(-1)
-    bad = P.convert_checked(flat, out.reshape(-1), *_grid_params(fmt),
-                            fmt.emin - fmt.man_bits < -1022)
+    kern = P.convert_checked if x.size >= PREP_PARALLEL_MIN else P.convert_checked_serial
+    bad = kern(flat, out.reshape(-1), *_grid_params(fmt), fmt.emin - fmt.man_bits < -1022)
     return out, int(bad)
 
 
+_GRID = {}
+_P32 = {}
+
+
+def _params32(fmt: Format) -> np.ndarray:
+    hit = _P32.get(id(fmt))
+    if hit is None or hit[0] is not fmt:
+        hit = _P32[id(fmt)] = (fmt, P32K.params32(fmt))
+    return hit[1]
+
+
 def _grid_params(fmt: Format):
-    m, emin, _emax, subn, _infnan, _sat = fmt.kernel_params()
-    return m, emin, float(fmt.max), subn, fmt.has_inf, fmt.has_nan
+    hit = _GRID.get(id(fmt))
+    if hit is None or hit[0] is not fmt:
+        m, emin, _emax, subn, _infnan, _sat = fmt.kernel_params()
+        hit = _GRID[id(fmt)] = (fmt, (m, emin, float(fmt.max), subn, fmt.has_inf,
+                                      fmt.has_nan))
+    return hit[1]
 
 
-def check_on_grid(x: np.ndarray, fmt: Format, name: str, hint: str = "") -> np.ndarray:
+def check_on_grid(x: np.ndarray, fmt: Format, name: str, hint: str = "",
+                  out=None) -> np.ndarray:
     """x as float64 after checking that every element is a value of fmt (ValueError naming
-    the first one that is not)."""
-    out, flat = to_float64_checked(x, fmt)
+    the first one that is not); out as in to_float64_checked."""
+    out, flat = to_float64_checked(x, fmt, out)
     if flat >= 0:
         raise _off_grid_error(x, fmt, name, hint)
     return out
@@ -100,21 +123,51 @@ def _off_grid_error(x, fmt, name, hint):
 _HINT = " (pass round_inputs='rne' or another mode to round inputs first)"
 
 
-def _with_stats(x, fmt, name, by_rows):
-    """A 2-d operand as float64, checked, with its row (A) or column (B) statistics for the
-    ideal models' certificates: (x, (sum x^2, min exponent))."""
-    kern = P.prep_rows if by_rows else P.prep_cols
-    n = x.shape[0] if by_rows else x.shape[1]
-    x = np.ascontiguousarray(x)
-    out = x if x.dtype == np.float64 else np.empty(x.shape)
-    bad = np.zeros(n, np.int64)
-    nrm = np.zeros(n)
-    ex = np.full(n, P.NO_EXP, np.int64)
-    if x.size:
-        kern(x, out, *_grid_params(fmt), bad, nrm, ex)
-    if bad.any():
-        raise _off_grid_error(x, fmt, name, _HINT)
-    return out, (nrm, ex)
+def _pair_with_stats(a, b, fmt, na, nb):
+    """A and B (2-d) as float64, checked, with the row statistics of A and the column
+    statistics of B for the ideal models' certificates: (a, b, (sum a^2 per row, min exponent
+    per row, sum b^2 per column, min exponent per column)).  Conversions go to per-thread
+    scratch arrays (softfloat.tensorcore._workspace), valid until the next call."""
+    m, k = a.shape
+    n = b.shape[1]
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    oa = a if a.dtype == np.float64 else scratch("a64", a.shape)
+    ob = b if b.dtype == np.float64 else scratch("b64", b.shape)
+    bada = np.empty(m, np.int64)
+    nra = np.empty(m)
+    exa = np.empty(m, np.int64)
+    badb = np.empty(n, np.int64)
+    nrb = np.empty(n)
+    exb = np.empty(n, np.int64)
+    if a.dtype == np.float32 and b.dtype == np.float32 and fmt.man_bits <= 23 \
+            and fmt.emin >= -126:
+        # float32 carriers: the same pass on the bit patterns in 32-bit lanes (_prep32).
+        P32 = _params32(fmt)
+        va, vb = a.view(np.uint32), b.view(np.uint32)
+        if m * k + k * n < PREP_PARALLEL_MIN:
+            nbad = P32K.prep_pair_serial32(va, oa, vb, ob, P32, bada, nra, exa, badb, nrb, exb)
+        else:
+            P32K.prep_rows32(va, oa, P32, bada, nra, exa)
+            P32K.prep_cols32(vb, ob, P32, badb, nrb, exb)
+            nbad = bada.any() or badb.any()
+        if nbad:
+            if bada.any():
+                raise _off_grid_error(a, fmt, na, _HINT)
+            raise _off_grid_error(b, fmt, nb, _HINT)
+        return oa, ob, (nra, exa, nrb, exb)
+    gp = _grid_params(fmt)
+    if m * k + k * n < PREP_PARALLEL_MIN:
+        nbad = P.prep_pair_serial(a, oa, b, ob, *gp, bada, nra, exa, badb, nrb, exb)
+    else:
+        P.prep_rows(a, oa, *gp, bada, nra, exa)
+        P.prep_cols(b, ob, *gp, badb, nrb, exb)
+        nbad = bada.sum() + badb.sum()
+    if nbad:
+        if bada.any():
+            raise _off_grid_error(a, fmt, na, _HINT)
+        raise _off_grid_error(b, fmt, nb, _HINT)
+    return oa, ob, (nra, exa, nrb, exb)
 
 
 def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool = False,
@@ -149,8 +202,7 @@ def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool
                          f"{b0.shape[0]} x {b0.shape[1]}; A's columns must equal B's rows")
     fused = stats and mode is None and in_fmt != TF32 and not vector
     if fused:
-        a, sa = _with_stats(a0, in_fmt, na, True)
-        b, sb = _with_stats(b0, in_fmt, nb, False)
+        a, b, st = _pair_with_stats(a0, b0, in_fmt, na, nb)
     else:
         a = input_operand(a0, in_fmt, na, mode)
         b = input_operand(b0, in_fmt, nb, mode)
@@ -159,8 +211,7 @@ def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool
         b = b.reshape(-1, 1)
         C = np.reshape(as_float_array(C, "c"), (1, 1))
     if stats and not fused:
-        a, sa = _with_stats(a, in_fmt, na, True)
-        b, sb = _with_stats(b, in_fmt, nb, False)
+        a, b, st = _pair_with_stats(a, b, in_fmt, na, nb)
     m, n = a.shape[0], b.shape[1]
     if C is None:
         c = None
@@ -174,11 +225,13 @@ def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool
         cc = np.ascontiguousarray(c)
         if vector:
             cc = cc.reshape(())
+        # The ideal models read C inside the call only: a per-thread scratch copy will do.
         c = check_on_grid(cc, acc_fmt, nc,
-                          f" (it holds an accumulator value, format {acc_fmt.name})")
+                          f" (it holds an accumulator value, format {acc_fmt.name})",
+                          scratch("c64", cc.shape) if stats and not vector else None)
         c = c.reshape(m, n)
     if stats:
-        return np.ascontiguousarray(a), np.ascontiguousarray(b), c, (sa, sb)
+        return a, b, c, st
     return np.ascontiguousarray(a), np.ascontiguousarray(b), c
 
 

@@ -5,7 +5,7 @@ Provides
     convert_checked(x, out, m, emin, maxval, subn, allow_inf, allow_nan) -> int
         out = float64(x) for a 1-d x, and the flat index of the first element that is not a
         value of the format (-1 when all are)
-    prep_rows(x, out, ..., bad, anrm, aexp) / prep_cols(...)
+    prep_rows(x, out, ..., bad, anrm, aexp) / prep_cols(...) / prep_pair_serial(...)
         the same conversion and check for the operands of the ideal models, fused with the
         row (column) statistics of their certificates: the number of off-grid elements,
         sum x^2 (Inf/NaN make it Inf/NaN, which fails the certificates) and the smallest
@@ -83,6 +83,22 @@ def convert_checked(x, out, m, emin, maxval, subn, allow_inf, allow_nan, use_div
 
 
 @njit(cache=True, error_model="numpy")
+def convert_checked_serial(x, out, m, emin, maxval, subn, allow_inf, allow_nan, use_div):
+    """convert_checked on the calling thread (small arrays: no thread launch)."""
+    pemin = pow2(emin)
+    iqm = pow2(-m)
+    cnt = np.int32(0)
+    for t in range(x.shape[0]):
+        v = np.float64(x[t])
+        out[t] = v
+        cnt += _bad(v, pemin, iqm, maxval, subn, allow_inf, allow_nan, use_div)
+    if cnt == 0:
+        return -1
+    counts = np.ones(1, np.int64)
+    return _first_bad(x, counts, pemin, iqm, maxval, subn, allow_inf, allow_nan, use_div)
+
+
+@njit(cache=True, error_model="numpy")
 def _first_bad(x, counts, pemin, iqm, maxval, subn, allow_inf, allow_nan, use_div):
     n = x.shape[0]
     for c in range(counts.shape[0]):
@@ -92,6 +108,20 @@ def _first_bad(x, counts, pemin, iqm, maxval, subn, allow_inf, allow_nan, use_di
                         use_div):
                     return t
     return -1
+
+
+@njit(cache=True, error_model="numpy")
+def _prep_row(xr, o, pemin, iqm, maxval, subn, allow_inf, allow_nan, emin, tb, te):
+    """One row: o = float64(xr); returns (off-grid count, sum x^2, smallest exponent)."""
+    n = xr.shape[0]
+    for j in range(n):
+        v = np.float64(xr[j])
+        o[j] = v
+        tb[j] = _bad(v, pemin, iqm, maxval, subn, allow_inf, allow_nan, False)
+        te[j] = _exp32(v, emin)
+    if n == 0:
+        return np.int64(0), 0.0, np.int64(NO_EXP)
+    return np.int64(tb[:n].sum()), np.dot(o, o), np.int64(te[:n].min())
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -105,16 +135,36 @@ def prep_rows(x, out, m, emin, maxval, subn, allow_inf, allow_nan, bad, anrm, ae
     for i in prange(rows):
         tb = np.empty(n, np.int32)
         te = np.empty(n, np.int32)
-        o = out[i]
-        xr = x[i]
-        for j in range(n):
-            v = np.float64(xr[j])
-            o[j] = v
-            tb[j] = _bad(v, pemin, iqm, maxval, subn, allow_inf, allow_nan, False)
-            te[j] = _exp32(v, emin)
-        bad[i] = tb.sum()
-        aexp[i] = te.min() if n else NO_EXP
-        anrm[i] = np.dot(o, o) if n else 0.0
+        bad[i], anrm[i], aexp[i] = _prep_row(x[i], out[i], pemin, iqm, maxval, subn, allow_inf,
+                                             allow_nan, emin, tb, te)
+
+
+@njit(cache=True, error_model="numpy")
+def _prep_strip(x, out, j0, w, pemin, iqm, maxval, subn, allow_inf, allow_nan, emin, bad, anrm,
+                aexp):
+    """Columns j0 .. j0+w-1 of B: conversion, check and statistics (see prep_cols)."""
+    rows = x.shape[0]
+    # Slices starting at 0: indices LLVM can prove non-negative, so the loops vectorise.
+    nr = anrm[j0:j0 + w]
+    ex = aexp[j0:j0 + w]
+    bd = bad[j0:j0 + w]
+    for jj in range(w):
+        nr[jj] = 0.0
+        ex[jj] = NO_EXP
+        bd[jj] = 0
+    for i in range(rows):
+        xr = x[i, j0:j0 + w]
+        orow = out[i, j0:j0 + w]
+        for jj in range(w):
+            v = np.float64(xr[jj])
+            orow[jj] = v
+            bd[jj] += _bad(v, pemin, iqm, maxval, subn, allow_inf, allow_nan, False)
+            nr[jj] += v * v
+            ex[jj] = min(ex[jj], np.int64(_exp32(v, emin)))
+
+
+#: Columns of B per strip of prep_cols.
+STRIP = 256
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -122,28 +172,35 @@ def prep_cols(x, out, m, emin, maxval, subn, allow_inf, allow_nan, bad, anrm, ae
     """One pass over the operand B (k x n): out = float64(B) (out may be x itself); per
     column the number of off-grid elements, sum b^2 and the smallest exponent (vectorised
     over strips of columns)."""
-    rows, n = x.shape
+    n = x.shape[1]
     pemin = pow2(emin)
     iqm = pow2(-m)
-    W = 256
-    nch = (n + W - 1) // W
+    nch = (n + STRIP - 1) // STRIP
     for ch in prange(nch):
-        j0 = ch * W
-        w = min(n, j0 + W) - j0
-        # Slices starting at 0: indices LLVM can prove non-negative, so the loops vectorise.
-        nr = anrm[j0:j0 + w]
-        ex = aexp[j0:j0 + w]
-        bd = bad[j0:j0 + w]
-        for jj in range(w):
-            nr[jj] = 0.0
-            ex[jj] = NO_EXP
-            bd[jj] = 0
-        for i in range(rows):
-            xr = x[i, j0:j0 + w]
-            orow = out[i, j0:j0 + w]
-            for jj in range(w):
-                v = np.float64(xr[jj])
-                orow[jj] = v
-                bd[jj] += _bad(v, pemin, iqm, maxval, subn, allow_inf, allow_nan, False)
-                nr[jj] += v * v
-                ex[jj] = min(ex[jj], np.int64(_exp32(v, emin)))
+        j0 = ch * STRIP
+        _prep_strip(x, out, j0, min(n, j0 + STRIP) - j0, pemin, iqm, maxval, subn, allow_inf,
+                    allow_nan, emin, bad, anrm, aexp)
+
+
+@njit(cache=True, error_model="numpy")
+def prep_pair_serial(xa, oa, xb, ob, m, emin, maxval, subn, allow_inf, allow_nan, bada, nra,
+                     exa, badb, nrb, exb):
+    """prep_rows on A and prep_cols on B on the calling thread (small problems: one call, no
+    thread launch); returns the total number of off-grid elements."""
+    pemin = pow2(emin)
+    iqm = pow2(-m)
+    k = xa.shape[1]
+    tb = np.empty(k, np.int32)
+    te = np.empty(k, np.int32)
+    nbad = 0
+    for i in range(xa.shape[0]):
+        bada[i], nra[i], exa[i] = _prep_row(xa[i], oa[i], pemin, iqm, maxval, subn, allow_inf,
+                                            allow_nan, emin, tb, te)
+        nbad += bada[i]
+    n = xb.shape[1]
+    for j0 in range(0, n, STRIP):
+        _prep_strip(xb, ob, j0, min(n, j0 + STRIP) - j0, pemin, iqm, maxval, subn, allow_inf,
+                    allow_nan, emin, badb, nrb, exb)
+    for j in range(n):
+        nbad += badb[j]
+    return nbad

@@ -1,10 +1,11 @@
 """Dispatch of a TCModel to its kernels: ``run_model(model, a, b, c) -> float64 m x n``.
 
-* F finite (the hardware models): ``_kernels.hw_gemm`` on every element, then the scalar
-  ``hw_fix_elements`` on the elements whose row of A, column of B or C holds Inf/NaN.
-* F infinite, K infinite (ideal-fp32, ideal-fp16): numpy float64 matmul + ``ideal_certify``,
-  then ``exact_fix_elements`` on what the bound did not certify (see _exact.py).
-* F infinite, K finite (custom records): ``exact_gemm``.
+* F finite (the hardware models): the fused register-tile kernel of ``_kernels_fused`` on
+  every element, then the scalar ``_kernels.hw_dot`` on the elements whose inputs hold
+  Inf/NaN or that came near overflow (see _run_hw).
+* F infinite, K infinite (ideal-fp32, ideal-fp16): numpy float64 matmul, the certificates of
+  ``_fastideal`` and its Dot2 fallback, then ``_exact.ideal_dot`` on the rest (_run_ideal).
+* F infinite, K finite (custom records): ``_exact.exact_gemm``.
 
 Operands arrive as float64 arrays of values already checked (softfloat.tensorcore._inputs).
 Imports numpy and the sibling kernel modules only.
@@ -15,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import _exact as X
-from . import _kernels as H
+from . import _fastideal as FI
 from ._models import TCModel
 from ._threads import serial_if_small
+from ._workspace import scratch
 
 
 def _acc_params(model: TCModel):
@@ -59,7 +61,12 @@ def run_model(model: TCModel, a: np.ndarray, b: np.ndarray, c, stats=None) -> np
 
 
 def _run_hw(model, a, b, c, out, f, emin, emax, rne):
+    """The hardware models: _kernels_fused.fused_gemm on every element, then the scalar
+    hw_fix on the elements it marks (Inf/NaN inputs, possible overflow)."""
+    from . import _kernels_fused as FZ
+
     m, k = a.shape
+    n = b.shape[1]
     F = int(model.frac_bits)
     K = k if model.block is None else int(model.block)
     if model.block is None and (K + 1) << (F + 2) > 1 << 53:
@@ -67,57 +74,59 @@ def _run_hw(model, a, b, c, out, f, emin, emax, rne):
                          "exceeds the exact 53-bit fixed-point sum; need (k + 1) * 2^(F + 2) "
                          "<= 2^53")
     kp = -(-k // K) * K                     # zero-pad k to a multiple of K (spec DOT)
-    av = np.zeros((m, kp))
-    av[:, :k] = a
-    bz = np.zeros((kp, b.shape[1]))
-    bz[:k] = b
-    ea = np.empty(av.shape, np.float32)
-    eb = np.empty(bz.shape, np.float32)
+    npan = -(-n // FZ.LANES)
     emin_in = model.in_format.emin
-    H.split_exponents(av, emin_in, ea)
-    H.split_exponents(bz, emin_in, eb)
-    bv = bz.astype(np.float32)              # exact: every input format fits a float32
     args = (K, F, f, emin, emax, rne)
-    H.hw_gemm(av, ea, bv, eb, c, out, *args)
-    rows, cols = _special_elements(a, b, c)
-    if rows.size:
-        H.hw_fix_elements(av, ea, bv, eb, c, out, rows, cols, *args)
+    with serial_if_small(m * n * kp):
+        av = np.empty((m, kp))
+        pa = np.empty((m, kp))
+        bp = np.empty((npan, kp, FZ.LANES))
+        pbp = np.empty((npan, kp, FZ.LANES))
+        rowbad = FZ.pack_a(np.ascontiguousarray(a), av, pa, emin_in)
+        colbad = FZ.pack_b(np.ascontiguousarray(b), bp, pbp, emin_in)
+        c = np.ascontiguousarray(c)
+        FZ.fused_gemm(av, pa, bp, pbp, c, out, *args)
+        rows, cols = FZ.fix_list(rowbad, colbad, c, out)
+        if rows.size:
+            FZ.hw_fix(av, pa, bp, pbp, c, out, rows, cols, *args)
     return out
+
+
+#: Below this many output elements the certificate pass of the ideal models runs on this thread.
+CERT_PARALLEL_MIN = 1 << 21
 
 
 def _run_ideal(model, a, b, c, stats, out, f, emin, emax, rne):
+    """numpy's float64 matmul, the certificates of _fastideal on every element, then _fix on
+    the few they leave (see softfloat/tensorcore/_fastideal.py for the proofs)."""
     m, k = a.shape
     n = b.shape[1]
+    s0 = scratch("s0", (m, n))
     with np.errstate(all="ignore"):
-        s0 = a @ b                          # float64; every product exact (see _exact.py)
-        (anrm, aexp), (bnrm, bexp) = stats
-        ra = np.sqrt(anrm)                  # Cauchy-Schwarz factors; NaN/Inf fail the bound
-        rb = np.sqrt(bnrm)
+        np.matmul(a, b, out=s0)             # float64; every product exact (see _fastideal)
+    anrm, aexp, bnrm, bexp = stats
     has_c = c is not None
-    cv = c if has_c else np.zeros((1, 1))
-    bad = np.empty((m, n), np.uint8)
+    cv = c if has_c else s0                 # (not read without c)
+    bad = scratch("bad", (m, n), np.uint8)
     left = np.empty(m, np.int64)
-    shift = 52 - 2 * model.in_format.man_bits
-    # After OpenBLAS's matmul its worker threads keep spinning for a while; Numba's second
-    # thread would fight them for the cores, so the light pass runs on this thread (and the
-    # exact fallback too, unless it has much to do: adversarial inputs).
-    with serial_if_small(0):
-        X.ideal_certify(s0, cv, has_c, ra, aexp, rb, bexp, shift, k, out, bad, left, f, emin,
-                        emax, rne)
-    with serial_if_small(int(left.sum()) * k * 64):
-        _fix(a, b, cv, has_c, out, bad, left, f, emin, emax, rne)
+    mode = 0 if (f == 23 and emin == -126 and emax == 127 and rne) else 1
+    g = FI.bracket_factor(k)
+    off = 53 - 2 * model.in_format.man_bits
+    args = (s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode, 2.0 ** -f,
+            2.0 ** (emin - f), 2.0 ** (emax + 1), rne)
+    # After OpenBLAS's matmul its worker threads keep spinning for a while and would fight
+    # Numba's second thread for the cores: only large passes go parallel.
+    if m * n >= CERT_PARALLEL_MIN:
+        nbad = FI.certify_parallel(*args)
+    else:
+        nbad = FI.certify_serial(*args)
+    if nbad:
+        _fix(a, b, cv, has_c, out, bad, left, int(nbad), g, mode, f, emin, emax, rne)
     return out
 
 
-def _fix(a, b, cv, has_c, out, bad, left, f, emin, emax, rne):
-    """The exact kernel on the elements no certificate covered."""
-    n = b.shape[1]
-    rows = np.nonzero(left)[0]
-    if rows.size:
-        # The columns of B that hold an uncertified element, gathered contiguously.
-        cols = np.nonzero(bad[rows].any(axis=0))[0]
-        colmap = np.full(n, -1, np.int64)
-        colmap[cols] = np.arange(cols.size)
-        bt = np.ascontiguousarray(b[:, cols].T)
-        X.ideal_fix_rows(a, bt, colmap, cv, has_c, out, bad, rows.astype(np.int64), f, emin,
-                         emax, rne)
+def _fix(a, b, cv, has_c, out, bad, left, nbad, g, mode, f, emin, emax, rne):
+    """The elements no certificate covered (bad[i, j] != 0; left[i] per row, nbad in all):
+    the compensated sum, then the exact kernel (softfloat/tensorcore/_fastideal.py)."""
+    FI.dot2_fix(a, b, bad, left, nbad, cv, has_c, out, g, mode, 2.0 ** -f, 2.0 ** (emin - f),
+                2.0 ** (emax + 1), rne, f, emin, emax)

@@ -20,14 +20,37 @@ import numba
 PARALLEL_MIN_WORK = 1 << 18
 
 
+def _fast_thread_calls():
+    """numba's own (get, set) of the thread-local thread count without the per-call checks of
+    numba.get_num_threads / set_num_threads (a lock and a launch check each, ~4 us a call),
+    after one public call has launched the pool; the public functions if that is not possible."""
+    numba.get_num_threads()
+    try:
+        from numba.np.ufunc import parallel as _par
+        get, put = _par._get_num_threads, _par._set_num_threads
+        get()
+        return get, put
+    except Exception:                       # another numba: the public (checked) calls
+        return numba.get_num_threads, numba.set_num_threads
+
+
+_CALLS = []
+
+
 @contextmanager
 def serial_if_small(work: int):
     if work >= PARALLEL_MIN_WORK:
         yield
         return
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
+    if not _CALLS:
+        _CALLS.append(_fast_thread_calls())
+    get, put = _CALLS[0]
+    old = get()
+    if old == 1:
+        yield
+        return
+    put(1)
     try:
         yield
     finally:
-        numba.set_num_threads(old)
+        put(old)
