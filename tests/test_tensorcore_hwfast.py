@@ -1,7 +1,8 @@
 """The SIMD kernel of the hardware models (softfloat/tensorcore/_kernels_fused.py) against the
 independent exact reference (tests/tc_reference.py), bit for bit: block sizes with the 4-way
 unrolled path (K = 4, 8, 16, 32) and the generic one (K = 3, 5, whole-k blocks), fp32 / fp16 /
-e8m13 outputs, RZ and RNE, tile edges (m not a multiple of 4 rows, n not a multiple of 8 lanes,
+e8m13 outputs, RZ and RNE, the per-block subnormal test (fp16 outputs) and the lazy mode that
+skips it (fp32 / e8m13 outputs, tiles abandoned and recomputed), tile edges (m not a multiple of 4 rows, n not a multiple of 8 lanes,
 k not a multiple of K, k < K), and the inputs that leave the fast paths: subnormal outputs
 (the general rounding), overflow (the NaN-marked recompute), Inf/NaN inputs, huge exponent
 gaps, cancellations, carries and near ties."""
@@ -100,8 +101,8 @@ def test_whole_k_block():
                                  ("a100", "bf16", "fp32"), ("ada", "e4m3fn", "fp32")])
 def test_overflow_and_underflow_in_a_larger_tile(key):
     """Some elements overflow where the formats allow it (sticky Inf, then recomputed by the
-    scalar path), some end subnormal, some cancel to zero, in a 13 x 21 problem with k = 40: the fast paths and the
-    fall-backs side by side in the same vectors."""
+    scalar path), some end subnormal, some cancel to zero, in a 13 x 21 problem with k = 40:
+    the fast paths and the fall-backs side by side in the same vectors."""
     model = tc.get_model(*key)
     fin, facc = key[1], key[2]
     frac, emin, emax = R.FORMATS[TR._carrier_fmt(fin)]
@@ -131,3 +132,38 @@ def test_overflow_and_underflow_in_a_larger_tile(key):
             r = R.dot(list(A[i]), list(B[:, j]), float(C[i, j]), K=K, F=F, in_fmt=fin,
                       acc_fmt=facc, out_frac=of, mode=mode)
             assert _bits(D[i, j]) == _bits(r), (i, j, float(D[i, j]), r)
+
+
+@pytest.mark.parametrize("K,F,fin,rnd,of", [(4, 24, "tf32", "rz", None),
+                                            (4, 23, "fp16", "rz", None),
+                                            (8, 24, "bf16", "rne", None),
+                                            (16, 13, "e4m3fn", "rz", 13)])
+def test_lazy_mode_fallbacks(K, F, fin, rnd, of):
+    """fp32 accumulators (the lazy mode of _kernels_fused._tile: no per-block subnormal test):
+    tiles whose products are tiny enough for subnormal outputs (abandoned and recomputed with
+    the test), tiles next to them that are not, all-zero blocks that pass a subnormal c
+    through unchanged, zero rows past m inside a 4-row tile, exponent codes at both ends of
+    the input range."""
+    model = tc.TCModel("custom", K, F, rnd, fin, "fp32", of)
+    frac, emin, emax = R.FORMATS[TR._carrier_fmt(fin)]
+    afrac, aemin, _ = R.FORMATS["fp32"]
+    rng = np.random.default_rng(K * 100 + F)
+    m, k, n = 10, 3 * K + 1, 19
+    A = rng.standard_normal((m, k)) * np.exp2(rng.integers(-3, 3, (m, k)))
+    B = rng.standard_normal((k, n)) * np.exp2(rng.integers(-3, 3, (k, n)))
+    C = rng.standard_normal((m, n))
+    lo = max(emin, -70)
+    A[0] *= 2.0 ** lo                   # rows 0-1: tiny products (subnormal sums where emin
+    A[1, :K] *= 2.0 ** lo               # allows), in one block only for row 1
+    B[:, :3] *= 2.0 ** lo
+    C[0:2] = rng.integers(-(2 ** afrac), 2 ** afrac, (2, n)) * 2.0 ** (aemin - afrac)
+    A[4] = 0.0                          # row 4: all blocks zero, subnormal c passes through
+    C[4] = rng.integers(-(2 ** afrac), 2 ** afrac, n) * 2.0 ** (aemin - afrac)
+    A[5, :K] = 0.0                      # row 5: one zero block before real ones
+    C[5] = 0.0
+    A[6, 0] = 2.0 ** emin               # rows 6-7: extreme exponents
+    A[7, 1] = (2.0 - 2.0 ** -frac) * 2.0 ** min(emax, 40)
+    B[0, 5] = 2.0 ** (emin - frac) if fin != "e4m3fn" else 2.0 ** -9
+    A, B = TR._values(fin, A), TR._values(fin, B)
+    C = np.asarray(TR.sf.round(C, "fp32", "rne"), np.float64)
+    _check(model, A, B, C, "lazy")

@@ -75,20 +75,25 @@ def _run_hw(model, a, b, c, out, f, emin, emax, rne):
                          "<= 2^53")
     kp = -(-k // K) * K                     # zero-pad k to a multiple of K (spec DOT)
     npan = -(-n // FZ.LANES)
+    nq = -(-m // FZ.TILE_ROWS)
     emin_in = model.in_format.emin
     args = (K, F, f, emin, emax, rne)
+    # Per-block test for subnormal outputs, or the lazy mode of _kernels_fused._tile where
+    # products below 2^(emin + F) are rare (a wide accumulator exponent range) and F >= f.
+    chk = emin + F > -60 or F < f
     with serial_if_small(m * n * kp):
-        av = np.empty((m, kp))
-        pa = np.empty((m, kp))
-        bp = np.empty((npan, kp, FZ.LANES))
-        pbp = np.empty((npan, kp, FZ.LANES))
-        rowbad = FZ.pack_a(np.ascontiguousarray(a), av, pa, emin_in)
-        colbad = FZ.pack_b(np.ascontiguousarray(b), bp, pbp, emin_in)
+        av = scratch("hw_av", (nq * FZ.TILE_ROWS, kp))
+        # (int16 codes in int64 units: scratch() caps its cached arrays by element count)
+        pea = scratch("hw_pea", (nq, kp, FZ.TILE_ROWS * FZ.LANES // 4), np.int64).view(np.int16)
+        bp = scratch("hw_bp", (npan, kp, FZ.LANES))
+        peb = scratch("hw_peb", (npan, kp, FZ.LANES), np.int16)
+        rowbad = FZ.pack_a(np.ascontiguousarray(a), av, pea, emin_in)
+        colbad = FZ.pack_b(np.ascontiguousarray(b), bp, peb, emin_in)
         c = np.ascontiguousarray(c)
-        FZ.fused_gemm(av, pa, bp, pbp, c, out, *args)
+        FZ.fused_gemm(av, pea, bp, peb, c, out, *args, chk)
         rows, cols = FZ.fix_list(rowbad, colbad, c, out)
         if rows.size:
-            FZ.hw_fix(av, pa, bp, pbp, c, out, rows, cols, *args)
+            FZ.hw_fix(av, pea, bp, peb, c, out, rows, cols, *args)
     return out
 
 
