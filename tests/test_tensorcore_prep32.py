@@ -114,3 +114,47 @@ def test_prep32_parallel_equals_serial():
 def test_params32_refuses_formats_it_cannot_handle():
     with pytest.raises(ValueError, match="float32 preparation"):
         P32.params32(sf.get_format("fp64"))
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn", "e5m2", CUSTOM_NOSUB])
+def test_convert_checked32_finds_the_same_first_bad_element(fmt):
+    """The 1-d checked conversion (hardware models' operands): same float64 copy and same
+    first off-grid index as the float64 kernel, serial and parallel, on arrays that are all
+    on the grid and on arrays with one or several bad elements placed across chunks."""
+    fmt = sf.get_format(fmt)
+    rng = np.random.default_rng(4)
+    good = np.asarray(sf.round(rng.standard_normal(3 * P32.CHUNK + 11)
+                               * np.exp2(rng.integers(-30, 12, 3 * P32.CHUNK + 11)), fmt),
+                      np.float32)
+    pats = _patterns(rng).view(np.float32)
+    m, emin, _e, subn, _i, _s = fmt.kernel_params()
+    cases = [good]
+    for where in (0, P32.CHUNK + 5, good.size - 3):
+        x = good.copy()
+        x[where:where + 3] = pats[rng.integers(0, pats.size, 3)]
+        cases.append(x)
+    for x in cases:
+        o64 = np.empty(x.size)
+        ref = P64.convert_checked(x, o64, m, emin, float(fmt.max), subn, fmt.has_inf,
+                                  fmt.has_nan, False)
+        for kern in (P32.convert_checked32, P32.convert_checked32_serial):
+            o32 = np.empty(x.size)
+            got = kern(x.view(np.uint32), o32, P32.params32(fmt))
+            assert got == ref
+            assert np.array_equal(o32.view(np.uint64), o64.view(np.uint64))
+
+
+def test_tf32_operand_truncates_and_keeps_nan():
+    rng = np.random.default_rng(6)
+    u = rng.integers(0, 1 << 32, 50000, dtype=np.uint64).astype(np.uint32)
+    u[:4] = [0x7F800001, 0xFF800FFF, 0x7F800000, 0x3F7FFFFF]   # NaNs with low payloads, Inf
+    out = np.empty(u.size)
+    P32.tf32_operand(u, out)
+    f = u.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        expect = np.where(np.isnan(f), np.nan,
+                          (u & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64))
+    assert np.array_equal(np.isnan(out), np.isnan(f))
+    ok = ~np.isnan(f)
+    assert np.array_equal(out[ok].view(np.uint64), expect[ok].view(np.uint64))
+    assert out[3] == 1.0 - 2.0 ** -11      # FHMP21 tf32 B1: its square is 1 - 2^-10 + 2^-22

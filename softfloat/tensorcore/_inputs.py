@@ -46,6 +46,12 @@ def to_float64_checked(x: np.ndarray, fmt: Format, out=None):
     if x.size == 0:
         return out, -1
     flat = np.ascontiguousarray(x).reshape(-1)
+    if flat.dtype == np.float32 and fmt.man_bits <= 23 and fmt.emin >= -126:
+        # float32 carriers: the check on the bit patterns in 32-bit lanes (_prep32)
+        kern = P32K.convert_checked32 if x.size >= PREP_PARALLEL_MIN \
+            else P32K.convert_checked32_serial
+        bad = kern(flat.view(np.uint32), out.reshape(-1), _params32(fmt))
+        return out, int(bad)
     kern = P.convert_checked if x.size >= PREP_PARALLEL_MIN else P.convert_checked_serial
     bad = kern(flat, out.reshape(-1), *_grid_params(fmt), fmt.emin - fmt.man_bits < -1022)
     return out, int(bad)
@@ -97,6 +103,13 @@ def input_operand(x, fmt: Format, name: str, mode) -> np.ndarray:
     if fmt == TF32:
         if mode is not None:
             arr = np.asarray(sf_round(arr, fmt, mode))
+        if arr.dtype == np.float32:
+            # Every float32 word is a tf32 register: no check, one pass.
+            flat = np.ascontiguousarray(arr).reshape(-1)
+            out = np.empty(flat.size)
+            if flat.size:
+                P32K.tf32_operand(flat.view(np.uint32), out)
+            return out.reshape(arr.shape)
         f32 = arr.astype(np.float32)
         same = (f32.astype(np.float64) == arr) | np.isnan(arr)
         if not same.all():

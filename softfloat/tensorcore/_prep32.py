@@ -195,3 +195,82 @@ def prep_pair_serial32(xa, oa, xb, ob, P, bada, nra, exa, badb, nrb, exb):
     for j in range(badb.shape[0]):
         anyb |= badb[j] != 0
     return anyb
+
+
+#: Elements per chunk of convert_checked32.
+CHUNK = 1 << 14
+
+
+@njit(cache=True, error_model="numpy")
+def _convert_chunk(xs, os, C):
+    """os = float64(xs) for one chunk of float32 patterns; returns whether any element is off
+    the grid (two loops, as in _row32)."""
+    for j in range(xs.shape[0]):
+        os[j] = np.float64(np.uint32(xs[j]).view(np.float32))
+    anyb = _U0
+    for j in range(xs.shape[0]):
+        bj, e = _check(xs[j], C)
+        anyb = or32(anyb, sel32(bj, _U1, _U0))
+    return anyb != _U0
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def convert_checked32(x, out, P):
+    """out = float64 of the float32 patterns x (1-d uint32 view); returns the flat index of the
+    first element off the format's grid, or -1 (the float32 counterpart of
+    _prep.convert_checked, same result)."""
+    n = x.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    flags = np.zeros(max(nch, 1), np.uint8)
+    for ch in prange(nch):
+        lo = np.int64(ch) * CHUNK
+        hi = min(n, lo + CHUNK)
+        flags[ch] = _convert_chunk(x[lo:hi], out[lo:hi], _unpack(P))
+    return _first_bad32(x, flags, P)
+
+
+@njit(cache=True, error_model="numpy")
+def convert_checked32_serial(x, out, P):
+    """convert_checked32 on the calling thread (small arrays)."""
+    n = x.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    flags = np.zeros(max(nch, 1), np.uint8)
+    C = _unpack(P)
+    for ch in range(nch):
+        lo = ch * CHUNK
+        hi = min(n, lo + CHUNK)
+        flags[ch] = _convert_chunk(x[lo:hi], out[lo:hi], C)
+    return _first_bad32(x, flags, P)
+
+
+@njit(cache=True, error_model="numpy")
+def _first_bad32(x, flags, P):
+    C = _unpack(P)
+    n = x.shape[0]
+    for ch in range(flags.shape[0]):
+        if flags[ch]:
+            for t in range(ch * CHUNK, min(n, ch * CHUNK + CHUNK)):
+                bj, e = _check(x[t], C)
+                if bj:
+                    return t
+    return -1
+
+
+_TF32_KEEP = np.uint32(0xFFFFE000)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def tf32_operand(x, out):
+    """out = float64 of the tf32 value the hardware reads from each float32 pattern of x
+    (1-d uint32 view): the 13 low mantissa bits cleared (truncation, spec section 3), NaN kept
+    NaN (clearing the low bits of a NaN whose payload lies there would make it Inf)."""
+    n = x.shape[0]
+    nch = (n + CHUNK - 1) // CHUNK
+    for ch in prange(nch):
+        lo = np.int64(ch) * CHUNK
+        hi = min(n, lo + CHUNK)
+        for j in range(lo, hi):
+            b = x[j]
+            isnan = gt32(and32(b, _ABS), _INF)
+            t = sel32(isnan, np.uint32(0x7FC00000), and32(b, _TF32_KEEP))
+            out[j] = np.float64(np.uint32(t).view(np.float32))

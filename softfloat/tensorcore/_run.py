@@ -50,8 +50,14 @@ def run_model(model: TCModel, a: np.ndarray, b: np.ndarray, c, stats=None) -> np
     f, emin, emax, rne = _acc_params(model)
     if model.frac_bits is None and model.block is None:
         return _run_ideal(model, a, b, c, stats, out, f, emin, emax, rne)
-    cz = np.zeros((m, n)) if c is None else c
-    o64 = np.empty((m, n))
+    # Per-thread scratch (softfloat.tensorcore._workspace): fresh multi-MiB arrays cost a page
+    # fault per 4 KiB on first touch; both are private to this call.
+    if c is None:
+        cz = scratch("hw_cz", (m, n))
+        cz.fill(0.0)
+    else:
+        cz = c
+    o64 = scratch("hw_o64", (m, n))
     if model.frac_bits is None:
         X.exact_gemm(a, b, cz, o64, int(model.block), f, emin, emax, rne)
     else:
