@@ -216,3 +216,22 @@ def test_results_do_not_depend_on_thread_count():
         numba.set_num_threads(old)
     for x, y in zip(runs[0], runs[-1]):
         assert np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("model", ["ideal-fp32", "ideal-fp16", "v100"])
+def test_read_only_operands_are_accepted_and_left_untouched(model, dtype):
+    """Read-only A, B and C (e.g. np.broadcast_to views, memory maps) give the same result as
+    writeable copies, and are not written to."""
+    rng = np.random.default_rng(12)
+    a = np.asarray(sf.round(rng.standard_normal((9, 7)), "fp16"), dtype)
+    b = np.asarray(sf.round(rng.standard_normal((7, 5)), "fp16"), dtype)
+    acc = "fp16" if model == "ideal-fp16" else "fp32"
+    c = np.asarray(sf.round(rng.standard_normal((9, 5)), acc), np.float32)
+    want = tc.gemm(a.copy(), b.copy(), c.copy(), model=model)
+    ra, rb, rc = a.copy(), b.copy(), c.copy()
+    for x in (ra, rb, rc):
+        x.flags.writeable = False
+    got = tc.gemm(ra, rb, rc, model=model)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.array_equal(ra, a) and np.array_equal(rb, b) and np.array_equal(rc, c)

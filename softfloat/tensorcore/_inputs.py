@@ -145,6 +145,12 @@ def _pair_with_stats(a, b, fmt, na, nb):
     n = b.shape[1]
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
+    # A float64 operand is converted in place (same values); a read-only one is copied first
+    # (the kernels write their output, and are compiled for writeable arrays only).
+    if a.dtype == np.float64 and not a.flags.writeable:
+        a = a.copy()
+    if b.dtype == np.float64 and not b.flags.writeable:
+        b = b.copy()
     oa = a if a.dtype == np.float64 else scratch("a64", a.shape)
     ob = b if b.dtype == np.float64 else scratch("b64", b.shape)
     bada = np.empty(m, np.int64)
