@@ -332,3 +332,39 @@ def test_fraction_reference_sanity():
     # The reference itself: 1 + 2^-24 rounds to 1 (tie to even) in fp32.
     r = R.round_fraction(Fraction(1) + Fraction(1, 2 ** 24), 23, -126, 127, "rne")
     assert r == 1.0
+
+
+def test_fallback_reads_b_in_either_carrier_and_after_k_order():
+    """The Dot2 and exact fallbacks read B's values from the float32 input itself (float32
+    carriers) or from its float64 conversion (float64 carriers), and from the permuted B when
+    k_order reorders k: the same bits, equal to the reference, every time."""
+    # Columns 0 and 1 need Dot2 and the exact kernel (see test_every_path_is_taken); column 2
+    # is plain; k padded with a few ordinary terms so that k_order really moves things.
+    a = _vals([[1.0, 2.0 ** 60, -(2.0 ** 60), 2.0 ** -12, 2.0 ** -12, 0.5, -0.5]], "bf16")
+    b = _vals([[1.0, 1.0, 0.25], [2.0 ** 60, 2.0 ** 60, 1.0], [2.0 ** 60, 2.0 ** 60, 2.0],
+               [2.0 ** -12, 2.0 ** -12, 3.0], [2.0 ** -36, 0.0, 4.0], [3.0, 3.0, 5.0],
+               [3.0, 3.0, 6.0]], "bf16")
+    want = _ref(a, b, None, "bf16", "fp32")
+    seen = {}
+    orig = FI.dot2_fix
+
+    def spy(av, bv, *rest):
+        seen["dtype"] = bv.dtype
+        return orig(av, bv, *rest)
+
+    FI.dot2_fix = spy
+    try:
+        for carrier in (np.float32, np.float64):
+            seen.clear()
+            d = tc.gemm(a.astype(carrier), b.astype(carrier), model="ideal-fp32",
+                        in_format="bf16")
+            assert seen["dtype"] == carrier
+            _same(d, want)
+            perm = np.array([6, 0, 5, 1, 4, 2, 3])
+            seen.clear()
+            d = tc.gemm(a.astype(carrier), b.astype(carrier), model="ideal-fp32",
+                        in_format="bf16", k_order=perm)
+            assert seen["dtype"] == np.float64     # the permuted float64 B
+            _same(d, _ref(a[:, perm], b[perm, :], None, "bf16", "fp32"))
+    finally:
+        FI.dot2_fix = orig

@@ -91,8 +91,10 @@ def _compute(A, B, C, model, in_format, acc_format, round_inputs, k_order, seed,
         ideal = tcm.frac_bits is None and tcm.block is None
         a, b, c, *st = prepare(A, B, C, tcm.in_format, tcm.acc_format, round_inputs,
                                vector=vector, stats=ideal)
-        # (Row and column statistics do not depend on the order of k.)
+        # (Row and column statistics do not depend on the order of k; B's source does.)
         a, b = permute_k(a, b, k_order)
+        if st and k_order is not None:
+            st = [st[0][:4] + (b,)]
         return run_model(tcm, a, b, c, st[0] if st else None)
 
 

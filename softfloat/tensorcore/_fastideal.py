@@ -256,8 +256,10 @@ def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim
              emax):
     """Certificate 3 on the elements with bad[i, j] = 1 (B streamed once, k outer, the
     elements in column order), then the exact kernel on those it leaves and on those with
-    bad[i, j] = 2.  left[i]: the count of row i; nbad: the total.  Returns the number of
-    elements computed by the exact kernel."""
+    bad[i, j] = 2.  left[i]: the count of row i; nbad: the total.  av: A in float64; bv: B
+    in float64 or float32 (its values, exactly: a float32 bv halves the bytes streamed; every
+    read converts exactly to float64).  Returns the number of elements computed by the exact
+    kernel."""
     N = nbad
     k = av.shape[1]
     ei = np.empty(N, np.int64)
@@ -299,7 +301,7 @@ def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim
     for kk in range(k):
         brow = bv[kk]
         for q in range(ns):
-            p = aflat[aoff[q] + kk] * brow[cj[q]]       # exact
+            p = aflat[aoff[q] + kk] * np.float64(brow[cj[q]])     # exact
             st = s[q]
             sn = st + p
             bb = sn - st
@@ -342,7 +344,7 @@ def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim
         i = ei[t]
         j = ej[t]
         for kk in range(k):
-            col[kk] = bv[kk, j]
+            col[kk] = np.float64(bv[kk, j])
         c = cv[i, j] if has_c else 0.0
         out[i, j] = np.float32(ideal_dot(limbs, rem, lev, av[i], col, c, f, emin, emax, rne))
         nexact += 1

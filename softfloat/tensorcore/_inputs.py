@@ -139,8 +139,11 @@ _HINT = " (pass round_inputs='rne' or another mode to round inputs first)"
 def _pair_with_stats(a, b, fmt, na, nb):
     """A and B (2-d) as float64, checked, with the row statistics of A and the column
     statistics of B for the ideal models' certificates: (a, b, (sum a^2 per row, min exponent
-    per row, sum b^2 per column, min exponent per column)).  Conversions go to per-thread
-    scratch arrays (softfloat.tensorcore._workspace), valid until the next call."""
+    per row, sum b^2 per column, min exponent per column, B's source)).  B's source holds the
+    same values as the float64 b in the narrowest carrier at hand (the float32 input itself
+    when B came as float32): the fallback of the ideal path streams it at half the bytes.
+    Conversions go to per-thread scratch arrays (softfloat.tensorcore._workspace), valid
+    until the next call."""
     m, k = a.shape
     n = b.shape[1]
     a = np.ascontiguousarray(a)
@@ -174,7 +177,7 @@ def _pair_with_stats(a, b, fmt, na, nb):
             if bada.any():
                 raise _off_grid_error(a, fmt, na, _HINT)
             raise _off_grid_error(b, fmt, nb, _HINT)
-        return oa, ob, (nra, exa, nrb, exb)
+        return oa, ob, (nra, exa, nrb, exb, b)
     gp = _grid_params(fmt)
     if m * k + k * n < PREP_PARALLEL_MIN:
         nbad = P.prep_pair_serial(a, oa, b, ob, *gp, bada, nra, exa, badb, nrb, exb)
@@ -186,7 +189,7 @@ def _pair_with_stats(a, b, fmt, na, nb):
         if bada.any():
             raise _off_grid_error(a, fmt, na, _HINT)
         raise _off_grid_error(b, fmt, nb, _HINT)
-    return oa, ob, (nra, exa, nrb, exb)
+    return oa, ob, (nra, exa, nrb, exb, ob)
 
 
 def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool = False,
@@ -196,10 +199,10 @@ def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool
 
     vector=True is dot's form: 1-d a and b of equal length and a scalar c, returned as 1 x k,
     k x 1 and 1 x 1 arrays (error messages then name a[k], b[k] and c).
-    stats=True (the ideal models) also returns the row statistics of A and the column
-    statistics of B (softfloat.tensorcore._prep.prep_rows / prep_cols) as a 4th item; in the
-    common case (no rounding of the inputs, not tf32) one pass over each operand converts it,
-    checks it and computes them.
+    stats=True (the ideal models) also returns, as a 4th item, the row statistics of A, the
+    column statistics of B (softfloat.tensorcore._prep.prep_rows / prep_cols) and B's values
+    in their narrowest carrier (_pair_with_stats); in the common case (no rounding of the
+    inputs, not tf32) one pass over each operand converts it, checks it and computes them.
     """
     mode = _round_mode(round_inputs)
     na, nb, nc = ("a", "b", "c") if vector else ("A", "B", "C")

@@ -38,7 +38,9 @@ def _special_elements(a, b, c):
 
 def run_model(model: TCModel, a: np.ndarray, b: np.ndarray, c, stats=None) -> np.ndarray:
     """D as float32 carriers (every TCModel accumulator fits a float32); c is None for zeros;
-    stats: the operand statistics of prepare(..., stats=True) (ideal models only)."""
+    stats: the operand statistics of prepare(..., stats=True) (ideal models only): sum of
+    squares and smallest exponent per row of A and per column of B, and B's values in their
+    narrowest carrier (see _inputs._pair_with_stats)."""
     m, k = a.shape
     n = b.shape[1]
     out = np.empty((m, n), np.float32)
@@ -115,7 +117,7 @@ def _run_ideal(model, a, b, c, stats, out, f, emin, emax, rne):
     s0 = scratch("s0", (m, n))
     with np.errstate(all="ignore"):
         np.matmul(a, b, out=s0)             # float64; every product exact (see _fastideal)
-    anrm, aexp, bnrm, bexp = stats
+    anrm, aexp, bnrm, bexp, bsrc = stats
     has_c = c is not None
     cv = c if has_c else s0                 # (not read without c)
     bad = scratch("bad", (m, n), np.uint8)
@@ -132,12 +134,13 @@ def _run_ideal(model, a, b, c, stats, out, f, emin, emax, rne):
     else:
         nbad = FI.certify_serial(*args)
     if nbad:
-        _fix(a, b, cv, has_c, out, bad, left, int(nbad), g, mode, f, emin, emax, rne)
+        _fix(a, bsrc, cv, has_c, out, bad, left, int(nbad), g, mode, f, emin, emax, rne)
     return out
 
 
 def _fix(a, b, cv, has_c, out, bad, left, nbad, g, mode, f, emin, emax, rne):
     """The elements no certificate covered (bad[i, j] != 0; left[i] per row, nbad in all):
-    the compensated sum, then the exact kernel (softfloat/tensorcore/_fastideal.py)."""
+    the compensated sum, then the exact kernel (softfloat/tensorcore/_fastideal.py).  b: B's
+    values in any float carrier (float32 halves the bytes the fallback streams)."""
     FI.dot2_fix(a, b, bad, left, nbad, cv, has_c, out, g, mode, 2.0 ** -f, 2.0 ** (emin - f),
                 2.0 ** (emax + 1), rne, f, emin, emax)
