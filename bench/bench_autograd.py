@@ -9,7 +9,14 @@ Rows (seconds of one epoch, best of REPEATS interleaved runs after a warm-up epo
   Tensor Core GEMMs emulated by softfloat.tensorcore's "ideal-fp32" model (target: within 2x
   of our O0);
 - ``autograd O2 native``: the same with host-BLAS accumulation (fp16 inputs, sgemm): what the
-  engine's fp16 rounding costs by itself, without the Tensor Core emulation.
+  engine's fp16 rounding costs by itself, without the Tensor Core emulation;
+- ``O2 float64-GEMM floor``: the ideal-fp32 epoch with every tc.gemm call replaced by a bare
+  float64 matmul (operands copied into reused float64 buffers, one dgemm, the float32 cast; no
+  grid check, no certificate, NOT correctly rounded).  Not a mode of the engine: a floor.  The
+  exact sum of fp16 products that ideal-fp32 rounds once needs more than fp32's 24 bits of
+  working precision (about 22 + log2(k) bits before its leading bit even without exponent
+  spread), and float64 is the narrowest host-BLAS type that has them, so an emulation built on
+  host BLAS spends at least this; the row shows how much of the 2x target that leaves.
 Ratios are seconds / baseline seconds.  Short idle gaps separate libraries (thread pools).
 
 Thread pools: an fp16 step alternates softfloat's Numba kernels (roundings) with OpenBLAS GEMMs
@@ -128,6 +135,46 @@ def _autograd_epoch(x, y, weights, policy, **overrides):
     return epoch
 
 
+_FLOOR_BUFS: dict = {}
+
+
+def _f64(x, slot):
+    """x converted into a float64 buffer kept between calls (no page faults after the first)."""
+    buf = _FLOOR_BUFS.get(slot)
+    if buf is None or buf.size < x.size:
+        buf = _FLOOR_BUFS[slot] = np.empty(max(x.size, 1), np.float64)
+    out = buf[:x.size].reshape(x.shape)
+    np.copyto(out, x)
+    return out
+
+
+def _bare_dgemm(a, b, c=None, **_):
+    """The floor row's stand-in for tc.gemm: A @ B (+ C) in float64, cast to float32."""
+    m, n = a.shape[0], b.shape[1]
+    buf = _FLOOR_BUFS.get("s")
+    if buf is None or buf.size < m * n:
+        buf = _FLOOR_BUFS["s"] = np.empty(max(m * n, 1), np.float64)
+    s = buf[:m * n].reshape(m, n)
+    np.matmul(_f64(a, "a"), _f64(b, "b"), out=s)
+    if c is not None:
+        s += c
+    return s.astype(np.float32)
+
+
+def _floor_epoch(epoch):
+    """epoch() with softfloat.tensorcore.gemm replaced by _bare_dgemm for its duration."""
+    from softfloat import tensorcore as tc
+
+    def run_floor():
+        real = tc.gemm
+        tc.gemm = _bare_dgemm
+        try:
+            epoch()
+        finally:
+            tc.gemm = real
+    return run_floor
+
+
 def run() -> list[dict]:
     x, y = _data()
     weights = _init_weights()
@@ -148,6 +195,8 @@ def run() -> list[dict]:
          "<= 2 vs O0"),
         ("autograd O2 fp16 native-BLAS epoch",
          _autograd_epoch(x, y, weights, "O2", accumulation="native"), o0, None),
+        ("O2 float64-GEMM floor epoch (not a mode)",
+         _floor_epoch(_autograd_epoch(x, y, weights, "O2")), o0, None),
     ]
     # Warm up every case, then interleave the timed repeats so that a change in machine load
     # hits all of them alike; best of REPEATS each, with idle gaps between libraries.
