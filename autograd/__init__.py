@@ -15,7 +15,7 @@ Imports numpy and softfloat only; never scalers, models or matplotlib.
 
 from . import functional, instrument, nn, policy
 from . import functional as F
-from ._rng import default_generator, manual_seed
+from ._rng import default_generator, get_rng_state, manual_seed, set_rng_state
 from .gradcheck import check_grads
 from .policy import (
     Policy,
@@ -45,6 +45,7 @@ __all__ = [
     "enable_grad",
     "functional",
     "get_policy",
+    "get_rng_state",
     "instrument",
     "is_grad_enabled",
     "list_policies",
@@ -53,6 +54,7 @@ __all__ = [
     "no_grad",
     "policy",
     "set_default_policy",
+    "set_rng_state",
     "tensor",
     "use_policy",
 ]

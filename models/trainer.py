@@ -39,7 +39,6 @@ from tqdm.auto import tqdm
 
 import autograd
 import autograd.functional as F
-from autograd import _backend
 from scalers import LossScaleAtMinimumError
 
 from .build import make_mixed, make_policy, make_scaler
@@ -315,8 +314,7 @@ class Trainer:
     def state_dict(self):
         return {"config": self.cfg, "step": self.step_no, "model": self.model.state_dict(),
                 "mixed": self.mixed.state_dict(), "sampler": self.sampler.state_dict(),
-                "engine_rng": autograd.default_generator().bit_generator.state,
-                "sr_calls": int(_backend._SR_CALLS[0]), "history": self.history,
+                "engine_rng": autograd.get_rng_state(), "history": self.history,
                 "hists": {k: v.to_dict() for k, v in self.hists.items()},
                 "lost_counts": list(self.lost_counts), "failure": self.failure,
                 "wall_s": self.wall_s}
@@ -333,8 +331,10 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.mixed.load_state_dict(state["mixed"])
         self.sampler.load_state_dict(state["sampler"])
-        autograd.default_generator().bit_generator.state = state["engine_rng"]
-        _backend._SR_CALLS[0] = int(state["sr_calls"])
+        rng = state["engine_rng"]
+        if "sr_calls" in state:         # checkpoints before autograd.get_rng_state existed
+            rng = {"generator": rng, "sr_calls": state["sr_calls"]}
+        autograd.set_rng_state(rng)
         self.history = {k: list(v) for k, v in state["history"].items()}
         self.hists = {k: ExponentHistogram.from_dict(v) for k, v in state["hists"].items()}
         self.lost_counts = list(state["lost_counts"])

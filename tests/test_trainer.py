@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import autograd
 from models import checkpoint as ckpt
 from models.config import load_config
 from models.idx import write_idx
@@ -236,3 +237,30 @@ def test_example_configs_train(name, tmp_path):
         cfg["data"].update(path=str(tmp_path), batch_size=8)
     r = Trainer(_tiny(cfg, steps=1), progress=False).fit()
     assert r["final"]["steps"] == 1 and r["final"]["failure"] is None
+
+
+def test_resume_from_a_checkpoint_of_the_older_rng_layout():
+    """Checkpoints written before autograd.get_rng_state kept the generator's state under
+    "engine_rng" and the SR call count under "sr_calls": they still resume bit-identically
+    (the engine's random state is global: a runs to the end before b resumes)."""
+    cfg = {"model": {"type": "mlp", "hidden": [16]},
+           "precision": {"policy": "O2", "tensor_core": "native"},
+           "optimizer": {"master_weights": False, "stochastic_rounding": True},
+           "data": {"batch_size": 8}}
+    a = Trainer(cfg, progress=False)
+    for _ in range(3):
+        a.train_step()
+    old = copy.deepcopy(a.state_dict())     # (a's lists go on growing)
+    rng = old.pop("engine_rng")
+    old["engine_rng"], old["sr_calls"] = rng["generator"], rng["sr_calls"]
+    for _ in range(3):
+        a.train_step()
+    sa = a.state_dict()
+    b = Trainer(cfg, progress=False)
+    b.load_state_dict(old)
+    assert autograd.get_rng_state() == rng
+    for _ in range(3):
+        b.train_step()
+    sb = b.state_dict()
+    sa.pop("wall_s"), sb.pop("wall_s")
+    assert ckpt.arrays_equal(sa, sb)
