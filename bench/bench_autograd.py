@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-SAMPLES, BATCH, LR, REPEATS = 10_000, 128, 0.05, 3
+SAMPLES, BATCH, LR, REPEATS = 10_000, 128, 0.05, 5
 SIZES = (784, 256, 128, 10)
 
 
