@@ -302,8 +302,9 @@ def tc_matmul(a: np.ndarray, b: np.ndarray, policy, c: np.ndarray | None = None)
         cc = None if cm is None else np.ascontiguousarray(cm, policy.accumulation_fmt.carrier_dtype)
 
         def gemm2(x, y):
-            return np.asarray(tc.gemm(np.ascontiguousarray(x), np.ascontiguousarray(y), cc,
-                                      model=acc, in_format=policy.compute.name,
+            # (Transposed views go in as they are: tc.gemm copies what it must, and its ideal
+            # models read F-contiguous float32 operands in place.)
+            return np.asarray(tc.gemm(x, y, cc, model=acc, in_format=policy.compute.name,
                                       acc_format=policy.accumulation_fmt.name))
     if len(shape) == 2:
         return gemm2(a, b)

@@ -368,3 +368,55 @@ def test_fallback_reads_b_in_either_carrier_and_after_k_order():
             _same(d, _ref(a[:, perm], b[perm, :], None, "bf16", "fp32"))
     finally:
         FI.dot2_fix = orig
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 3), (300, 900, 400)])     # serial and parallel prep
+def test_transposed_operands_are_read_in_place_with_the_same_bits(shape):
+    """F-contiguous float32 operands (transposed views) take the in-place preparation: the
+    same bits as their C-contiguous copies for every layout pair, the fallback included."""
+    m, k, n = shape
+    rng = np.random.default_rng(7)
+    a = _vals(rng.standard_normal((m, k)) * np.exp2(rng.integers(-12, 6, (m, k))), "fp16")
+    b = _vals(rng.standard_normal((k, n)) * np.exp2(rng.integers(-12, 6, (k, n))), "fp16")
+    # D[0, 0] = 1 + 2^-24 exactly, the midpoint of two fp32 neighbours; the subnormal 2^-24 in
+    # row 0 and the 2^14 in column 0 (met by a zero) defeat the exactness certificate, and the
+    # bracket holds the midpoint: the fallback.
+    a[0, :] = 0.0
+    a[0, :3] = [1.0, 2.0 ** -12, 2.0 ** -24]
+    b[:4, 0] = [1.0, 2.0 ** -12, 0.0, 2.0 ** 14]
+    calls = []
+    orig = FI.dot2_fix
+
+    def spy(*args):
+        calls.append(1)
+        return orig(*args)
+
+    FI.dot2_fix = spy
+    try:
+        want = tc.gemm(a, b, model="ideal-fp32")
+        assert want[0, 0] == 1.0 and calls                  # tie to even, via the fallback
+        at = np.asfortranarray(a)
+        bt = np.asfortranarray(b)
+        assert at.flags.f_contiguous and not at.flags.c_contiguous
+        for x, y in ((at, b), (a, bt), (at, bt)):
+            calls.clear()
+            _same(tc.gemm(x, y, model="ideal-fp32"), want)
+            assert calls
+            _same(tc.gemm(x, y, model="ideal-fp16", acc_format="fp16"),
+                  tc.gemm(a, b, model="ideal-fp16", acc_format="fp16"))
+    finally:
+        FI.dot2_fix = orig
+    if m * n <= 64:
+        _same(want, _ref(a, b, None, "fp16", "fp32"))
+
+
+def test_transposed_operand_off_the_grid_is_named():
+    a = np.asfortranarray(_vals(np.ones((4, 6)), "fp16"))
+    b = np.asfortranarray(_vals(np.ones((6, 5)), "fp16"))
+    a[2, 3] = 1.0 + 2.0 ** -20
+    with pytest.raises(ValueError, match=r"A\[2, 3\] = 1\.00000095"):
+        tc.gemm(a, b, model="ideal-fp32")
+    a[2, 3] = 1.0
+    b[4, 1] = 2.0 ** -30
+    with pytest.raises(ValueError, match=r"B\[4, 1\]"):
+        tc.gemm(a, b, model="ideal-fp32")

@@ -146,6 +146,9 @@ def _pair_with_stats(a, b, fmt, na, nb):
     until the next call."""
     m, k = a.shape
     n = b.shape[1]
+    if a.dtype == np.float32 and b.dtype == np.float32 and fmt.man_bits <= 23 \
+            and fmt.emin >= -126:
+        return _pair_with_stats32(a, b, fmt, na, nb)
     a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
     # A float64 operand is converted in place (same values); a read-only one is copied first
@@ -162,22 +165,6 @@ def _pair_with_stats(a, b, fmt, na, nb):
     badb = np.empty(n, np.int64)
     nrb = np.empty(n)
     exb = np.empty(n, np.int64)
-    if a.dtype == np.float32 and b.dtype == np.float32 and fmt.man_bits <= 23 \
-            and fmt.emin >= -126:
-        # float32 carriers: the same pass on the bit patterns in 32-bit lanes (_prep32).
-        P32 = _params32(fmt)
-        va, vb = a.view(np.uint32), b.view(np.uint32)
-        if m * k + k * n < PREP_PARALLEL_MIN:
-            nbad = P32K.prep_pair_serial32(va, oa, vb, ob, P32, bada, nra, exa, badb, nrb, exb)
-        else:
-            P32K.prep_rows32(va, oa, P32, bada, nra, exa)
-            P32K.prep_cols32(vb, ob, P32, badb, nrb, exb)
-            nbad = bada.any() or badb.any()
-        if nbad:
-            if bada.any():
-                raise _off_grid_error(a, fmt, na, _HINT)
-            raise _off_grid_error(b, fmt, nb, _HINT)
-        return oa, ob, (nra, exa, nrb, exb, b)
     gp = _grid_params(fmt)
     if m * k + k * n < PREP_PARALLEL_MIN:
         nbad = P.prep_pair_serial(a, oa, b, ob, *gp, bada, nra, exa, badb, nrb, exb)
@@ -190,6 +177,55 @@ def _pair_with_stats(a, b, fmt, na, nb):
             raise _off_grid_error(a, fmt, na, _HINT)
         raise _off_grid_error(b, fmt, nb, _HINT)
     return oa, ob, (nra, exa, nrb, exb, ob)
+
+
+def _pair_with_stats32(a, b, fmt, na, nb):
+    """_pair_with_stats for float32 carriers: the same pass on the bit patterns in 32-bit
+    lanes (_prep32).  A C- or F-contiguous operand is read in place: the transpose of an
+    F-contiguous one (the transposed views of a backward pass) is C-contiguous, and A's rows
+    (B's columns) are its columns (rows), so the other kernel gives the same statistics and a
+    float64 copy in the transposed layout, returned as its transpose (an F-ordered view that
+    numpy's matmul takes as it is).  B's source is B itself."""
+    m, k = a.shape
+    n = b.shape[1]
+    a = a if a.flags.f_contiguous and not a.flags.c_contiguous else np.ascontiguousarray(a)
+    b = b if b.flags.f_contiguous and not b.flags.c_contiguous else np.ascontiguousarray(b)
+    ta = not a.flags.c_contiguous
+    tb = not b.flags.c_contiguous
+    oa = scratch("a64", (k, m) if ta else (m, k))
+    ob = scratch("b64", (n, k) if tb else (k, n))
+    bada = np.empty(m, np.int64)
+    nra = np.empty(m)
+    exa = np.empty(m, np.int64)
+    badb = np.empty(n, np.int64)
+    nrb = np.empty(n)
+    exb = np.empty(n, np.int64)
+    P32 = _params32(fmt)
+    va = (a.T if ta else a).view(np.uint32)
+    vb = (b.T if tb else b).view(np.uint32)
+    serial = m * k + k * n < PREP_PARALLEL_MIN
+    if serial and not ta and not tb:
+        nbad = P32K.prep_pair_serial32(va, oa, vb, ob, P32, bada, nra, exa, badb, nrb, exb)
+    else:
+        rows = P32K.prep_rows32_serial if serial else P32K.prep_rows32
+        cols = P32K.prep_cols32_serial if serial else P32K.prep_cols32
+        (cols if ta else rows)(va, oa, P32, bada, nra, exa)
+        (rows if tb else cols)(vb, ob, P32, badb, nrb, exb)
+        nbad = True                     # (the any() calls below decide)
+    if nbad and bada.any():
+        raise _off_grid_error(a, fmt, na, _HINT)
+    if nbad and badb.any():
+        raise _off_grid_error(b, fmt, nb, _HINT)
+    return oa.T if ta else oa, ob.T if tb else ob, (nra, exa, nrb, exb, b)
+
+
+def _keep_layout(x, name):
+    """as_float_array, except that a 2-d float32 array that is F-contiguous (a transposed
+    view) is returned as it is: the ideal models' preparation reads it in place."""
+    if isinstance(x, np.ndarray) and x.ndim == 2 and x.dtype == np.float32 \
+            and x.dtype.isnative and x.flags.f_contiguous and not x.flags.c_contiguous:
+        return x
+    return as_float_array(x, name)
 
 
 def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool = False,
@@ -206,8 +242,9 @@ def prepare(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, vector: bool
     """
     mode = _round_mode(round_inputs)
     na, nb, nc = ("a", "b", "c") if vector else ("A", "B", "C")
-    a0 = as_float_array(A, na)
-    b0 = as_float_array(B, nb)
+    conv = _keep_layout if stats and not vector else as_float_array
+    a0 = conv(A, na)
+    b0 = conv(B, nb)
     if vector:
         if a0.ndim != 1 or b0.ndim != 1:
             raise ValueError(f"dot needs 1-d a and b, got {a0.ndim}-d and {b0.ndim}-d")

@@ -3,9 +3,10 @@ SIMD lanes: the same results as softfloat.tensorcore._prep's prep_rows / prep_co
 prep_pair_serial (conversion to float64, grid check, row or column statistics), 3-6x fewer
 cycles per element.
 
-Provides prep_rows32, prep_cols32 (parallel) and prep_pair_serial32 (one thread), taking the
-uint32 views of float32 operands and the parameters of ``params32(fmt)``.  They apply to
-formats with a float32 carrier and emin >= -126 (every float32 pattern is then handled below).
+Provides prep_rows32, prep_cols32 (parallel), prep_rows32_serial, prep_cols32_serial and
+prep_pair_serial32 (one thread), taking the uint32 views of float32 operands and the
+parameters of ``params32(fmt)``.  They apply to formats with a float32 carrier and
+emin >= -126 (every float32 pattern is then handled below).
 
 Grid check of a float32 pattern b, a = b & 0x7FFFFFFF (magnitude pattern), E = a >> 23:
 * a >= pattern(2^emin) and finite: x is on the grid iff its float32 fraction bits below the
@@ -176,6 +177,22 @@ def prep_cols32(x, out, P, bad, anrm, aexp):
         j0 = np.int64(ch) * STRIP
         bd = np.empty(STRIP, np.uint32)
         ex = np.empty(STRIP, np.uint32)
+        _strip(x, out, j0, min(n, j0 + STRIP) - j0, P, bad, anrm, aexp, bd, ex)
+
+
+@njit(cache=True, error_model="numpy")
+def prep_rows32_serial(x, out, P, bad, anrm, aexp):
+    """prep_rows32 on the calling thread."""
+    _rows(x, out, P, bad, anrm, aexp, 0, x.shape[0])
+
+
+@njit(cache=True, error_model="numpy")
+def prep_cols32_serial(x, out, P, bad, anrm, aexp):
+    """prep_cols32 on the calling thread."""
+    n = x.shape[1]
+    bd = np.empty(STRIP, np.uint32)
+    ex = np.empty(STRIP, np.uint32)
+    for j0 in range(0, n, STRIP):
         _strip(x, out, j0, min(n, j0 + STRIP) - j0, P, bad, anrm, aexp, bd, ex)
 
 

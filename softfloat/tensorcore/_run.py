@@ -142,5 +142,9 @@ def _fix(a, b, cv, has_c, out, bad, left, nbad, g, mode, f, emin, emax, rne):
     """The elements no certificate covered (bad[i, j] != 0; left[i] per row, nbad in all):
     the compensated sum, then the exact kernel (softfloat/tensorcore/_fastideal.py).  b: B's
     values in any float carrier (float32 halves the bytes the fallback streams)."""
+    # (The operands may be F-ordered views, see _inputs._pair_with_stats32: the fallback reads
+    # rows of both, so it gets C-contiguous copies; it runs on a few elements, or on none.)
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
     FI.dot2_fix(a, b, bad, left, nbad, cv, has_c, out, g, mode, 2.0 ** -f, 2.0 ** (emin - f),
                 2.0 ** (emax + 1), rne, f, emin, emax)
