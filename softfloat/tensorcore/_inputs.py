@@ -136,6 +136,13 @@ def _off_grid_error(x, fmt, name, hint):
 _HINT = " (pass round_inputs='rne' or another mode to round inputs first)"
 
 
+def _stat_arrays(m, n):
+    """Off-grid flag, sum of squares and smallest exponent per row of A (m) and per column of
+    B (n): the outputs of the preparation kernels."""
+    return (np.empty(m, np.int64), np.empty(m), np.empty(m, np.int64), np.empty(n, np.int64),
+            np.empty(n), np.empty(n, np.int64))
+
+
 def _pair_with_stats(a, b, fmt, na, nb):
     """A and B (2-d) as float64, checked, with the row statistics of A and the column
     statistics of B for the ideal models' certificates: (a, b, (sum a^2 per row, min exponent
@@ -159,12 +166,7 @@ def _pair_with_stats(a, b, fmt, na, nb):
         b = b.copy()
     oa = a if a.dtype == np.float64 else scratch("a64", a.shape)
     ob = b if b.dtype == np.float64 else scratch("b64", b.shape)
-    bada = np.empty(m, np.int64)
-    nra = np.empty(m)
-    exa = np.empty(m, np.int64)
-    badb = np.empty(n, np.int64)
-    nrb = np.empty(n)
-    exb = np.empty(n, np.int64)
+    bada, nra, exa, badb, nrb, exb = _stat_arrays(m, n)
     gp = _grid_params(fmt)
     if m * k + k * n < PREP_PARALLEL_MIN:
         nbad = P.prep_pair_serial(a, oa, b, ob, *gp, bada, nra, exa, badb, nrb, exb)
@@ -194,12 +196,7 @@ def _pair_with_stats32(a, b, fmt, na, nb):
     tb = not b.flags.c_contiguous
     oa = scratch("a64", (k, m) if ta else (m, k))
     ob = scratch("b64", (n, k) if tb else (k, n))
-    bada = np.empty(m, np.int64)
-    nra = np.empty(m)
-    exa = np.empty(m, np.int64)
-    badb = np.empty(n, np.int64)
-    nrb = np.empty(n)
-    exb = np.empty(n, np.int64)
+    bada, nra, exa, badb, nrb, exb = _stat_arrays(m, n)
     P32 = _params32(fmt)
     va = (a.T if ta else a).view(np.uint32)
     vb = (b.T if tb else b).view(np.uint32)
