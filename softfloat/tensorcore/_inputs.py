@@ -202,16 +202,16 @@ def _pair_with_stats32(a, b, fmt, na, nb):
     vb = (b.T if tb else b).view(np.uint32)
     serial = m * k + k * n < PREP_PARALLEL_MIN
     if serial and not ta and not tb:
-        nbad = P32K.prep_pair_serial32(va, oa, vb, ob, P32, bada, nra, exa, badb, nrb, exb)
+        anybad = P32K.prep_pair_serial32(va, oa, vb, ob, P32, bada, nra, exa, badb, nrb, exb)
     else:
         rows = P32K.prep_rows32_serial if serial else P32K.prep_rows32
         cols = P32K.prep_cols32_serial if serial else P32K.prep_cols32
         (cols if ta else rows)(va, oa, P32, bada, nra, exa)
         (rows if tb else cols)(vb, ob, P32, badb, nrb, exb)
-        nbad = True                     # (the any() calls below decide)
-    if nbad and bada.any():
-        raise _off_grid_error(a, fmt, na, _HINT)
-    if nbad and badb.any():
+        anybad = bada.any() or badb.any()
+    if anybad:
+        if bada.any():
+            raise _off_grid_error(a, fmt, na, _HINT)
         raise _off_grid_error(b, fmt, nb, _HINT)
     return oa.T if ta else oa, ob.T if tb else ob, (nra, exa, nrb, exb, b)
 
