@@ -138,23 +138,26 @@ def _autograd_epoch(x, y, weights, policy, **overrides):
 _FLOOR_BUFS: dict = {}
 
 
-def _f64(x, slot):
-    """x converted into a float64 buffer kept between calls (no page faults after the first)."""
+def _buf(slot, shape):
+    """A float64 array of this shape in a buffer kept between calls (no page faults after the
+    first use)."""
+    size = int(np.prod(shape))
     buf = _FLOOR_BUFS.get(slot)
-    if buf is None or buf.size < x.size:
-        buf = _FLOOR_BUFS[slot] = np.empty(max(x.size, 1), np.float64)
-    out = buf[:x.size].reshape(x.shape)
+    if buf is None or buf.size < size:
+        buf = _FLOOR_BUFS[slot] = np.empty(max(size, 1), np.float64)
+    return buf[:size].reshape(shape)
+
+
+def _f64(x, slot):
+    """x converted into the float64 buffer of this slot."""
+    out = _buf(slot, x.shape)
     np.copyto(out, x)
     return out
 
 
 def _bare_dgemm(a, b, c=None, **_):
     """The floor row's stand-in for tc.gemm: A @ B (+ C) in float64, cast to float32."""
-    m, n = a.shape[0], b.shape[1]
-    buf = _FLOOR_BUFS.get("s")
-    if buf is None or buf.size < m * n:
-        buf = _FLOOR_BUFS["s"] = np.empty(max(m * n, 1), np.float64)
-    s = buf[:m * n].reshape(m, n)
+    s = _buf("s", (a.shape[0], b.shape[1]))
     np.matmul(_f64(a, "a"), _f64(b, "b"), out=s)
     if c is not None:
         s += c
