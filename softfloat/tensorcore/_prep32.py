@@ -200,12 +200,8 @@ def prep_cols32_serial(x, out, P, bad, anrm, aexp):
 def prep_pair_serial32(xa, oa, xb, ob, P, bada, nra, exa, badb, nrb, exb):
     """prep_rows32 on A and prep_cols32 on B on the calling thread; returns whether any
     element of either is off the grid."""
-    _rows(xa, oa, P, bada, nra, exa, 0, xa.shape[0])
-    n = xb.shape[1]
-    bd = np.empty(STRIP, np.uint32)
-    ex = np.empty(STRIP, np.uint32)
-    for j0 in range(0, n, STRIP):
-        _strip(xb, ob, j0, min(n, j0 + STRIP) - j0, P, badb, nrb, exb, bd, ex)
+    prep_rows32_serial(xa, oa, P, bada, nra, exa)
+    prep_cols32_serial(xb, ob, P, badb, nrb, exb)
     anyb = False
     for i in range(bada.shape[0]):
         anyb |= bada[i] != 0
