@@ -9,7 +9,7 @@ Why master weights: a 16-bit weight w in [2^e, 2^(e+1)) has neighbours 2^(e-10) 
 2^(e-11): for w = 2^e exactly, every update with |update / w| < 2^-11 is lost, and no w in the
 binade keeps one with |update / w| < 2^-12 (as |w| < 2^(e+1)). An fp32 master accumulates them.
 
-A step, in order (specs/loss-scaling.md, 5):
+A step, in order (docs/loss-scaling.md, 5):
   1. copy the model's (scaled, 16-bit) gradients to fresh float32 arrays and unscale them in
      place with the scaler (float32 reciprocal of the scale); note overflow;
   2. on overflow (and a scaler that skips): skip -- no weight, master, moment or step count moves;

@@ -8,12 +8,14 @@
 - ``models.config``: the JSON run config (apex opt_level and DeepSpeed fp16/bf16 blocks accepted);
 - ``models.trainer``: training with precision policies, master weights, loss scalers,
   instrumentation, atomic checkpoints and bit-identical resume;
-- ``models.experiments``: ``reproduce``, the paper's study at small scale;
-- ``models.report`` / ``models.figures``: report.md, results.json and PNG figures;
+- ``models.figures``: PNG figures (loss curves, scale trajectories, exponent histograms);
+- ``models.histogram_cli``: ``mpemu histogram RUN_DIR``;
+- ``models.repro``: the paper's study at small scale (``reproduce``: studies, findings and their
+  rules, report.md and results.json), kept apart from the library above;
 - ``models.cli``: the ``mpemu`` command (also ``python -m models``).
 
 May import autograd, softfloat, scalers, numpy, tqdm and scikit-learn; matplotlib only lazily in
 the figure code.  Submodules are imported on demand so that ``import models`` stays cheap.
 """
 
-__all__ = ["cli", "config", "data", "experiments", "figures", "nets", "report", "trainer"]
+__all__ = ["cli", "config", "data", "figures", "nets", "repro", "trainer"]

@@ -103,7 +103,7 @@ def _train(args):
 
 
 def _reproduce(args):
-    from .experiments import reproduce
+    from .repro import reproduce
 
     out = args.out or os.path.join("results", "quick" if args.quick else "full")
     only = [s.strip() for s in args.only.split(",")] if args.only else None
@@ -113,7 +113,7 @@ def _reproduce(args):
 
 
 def _histogram(args):
-    from .experiments import histogram_command
+    from .histogram_cli import histogram_command
 
     for line in histogram_command(args.run_dir, out_dir=args.out, log2_scale=args.scale_log2):
         print(line)

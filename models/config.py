@@ -142,7 +142,7 @@ SCHEMA = {
     "bf16": {"enabled": Field(bool, False)},
 }
 
-# apex opt_level -> (policy, default scaler); specs/loss-scaling.md section 2.
+# apex opt_level -> (policy, default scaler); docs/loss-scaling.md section 2.
 _APEX = {"O0": ("O0", "none"), "O1": ("O1", "apex"), "O2": ("O2", "apex"), "O3": ("O3", "none")}
 
 

@@ -284,7 +284,7 @@ class Trainer:
         if self.run_dir:
             self.save()
             with open(os.path.join(self.run_dir, "history.json"), "w", encoding="utf-8") as fh:
-                from .report import json_safe
+                from .jsonio import json_safe
 
                 json.dump(json_safe(result), fh, indent=1, allow_nan=False)
         return result

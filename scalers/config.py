@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from .dynamic import DynamicLossScaler
 from .static import StaticLossScaler
 
-# The "fp16" block's keys and DeepSpeed's defaults for them (specs/loss-scaling.md, 3).
+# The "fp16" block's keys and DeepSpeed's defaults for them (docs/loss-scaling.md, 3).
 FP16_DEFAULTS = {"enabled": False, "auto_cast": False, "loss_scale": 0, "initial_scale_power": 16,
                  "loss_scale_window": 1000, "hysteresis": 2, "consecutive_hysteresis": False,
                  "min_loss_scale": 1}

@@ -1,6 +1,6 @@
 """`DynamicLossScaler`: back off on overflow, grow after a window of clean steps.
 
-One rule, parameterised, reproduces four production scalers (specs/loss-scaling.md, 1-4):
+One rule, parameterised, reproduces four production scalers (docs/loss-scaling.md, 1-4):
 
     PyTorch GradScaler    the defaults (growth capped at float32's largest finite value)
     apex amp "dynamic"    max_scale=2**24 (optionally min_scale)         -> .apex()

@@ -1,7 +1,7 @@
 """Independent slow reference of the Tensor Core block-FMA models and of one-rounding
 accumulation, in exact integer / rational arithmetic (Python ints and Fractions).
 
-Written from ../shared/specs/tensorcore-models.md section 2 alone; it shares NO code with
+Written from docs/tensorcore-models.md section 2 alone; it shares NO code with
 softfloat (not even the format records): a format is given here by its fraction bits, emin and
 emax, and values are Python floats (exact binary fractions).
 

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from models import experiments
-from models import studies as studies_mod
+from models.repro import experiments
+from models.repro import studies as studies_mod
 from models.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

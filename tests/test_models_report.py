@@ -1,4 +1,4 @@
-"""models.histograms / models.figures / models.report: exponent histograms agree with an exact
+"""models.histograms / models.figures / models.repro.report: exponent histograms agree with an exact
 fp16 cast, figures are written, results.json is strict JSON, the report renders every table."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 
 from models import figures
 from models.histograms import ExponentHistogram, fp16_fate
-from models.report import fmt_num, json_safe, write_report, write_results_json
+from models.jsonio import json_safe
+from models.repro.report import fmt_num, write_report, write_results_json
 
 
 def _values(n=20000, seed=0):

@@ -1,5 +1,5 @@
 """DynamicLossScaler / StaticLossScaler / from_deepspeed_config against the rules of
-specs/loss-scaling.md.
+docs/loss-scaling.md.
 
 Each upstream rule is re-written below from the spec's pseudo-code, in the upstream's own form
 (DeepSpeed's and OpenSeq2Seq's iteration arithmetic, apex's `_unskipped`), sharing no code with

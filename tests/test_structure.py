@@ -1,4 +1,4 @@
-"""The layering of ../shared/DESIGN.md, enforced on the source tree.
+"""The layering of docs/design.md, enforced on the source tree.
 
 * softfloat imports only the standard library, numpy and numba (and itself);
 * scalers imports only the standard library and numpy;
@@ -24,7 +24,7 @@ ALLOWED = {
     "scalers": {"numpy", "scalers"},
     "autograd": {"numpy", "softfloat", "autograd"},
     "models": {"numpy", "softfloat", "autograd", "scalers", "models", "matplotlib", "tqdm",
-               "sklearn"},
+               "sklearn", "dask", "distributed"},
 }
 
 

@@ -1,5 +1,5 @@
 """One named test per numerical property of the Tensor Core models
-(../shared/specs/tensorcore-models.md, section 3 "Properties shared by every NVIDIA model"),
+(docs/tensorcore-models.md, section 3 "Properties shared by every NVIDIA model"),
 with hand-derived expectations: exact products, alignment to the largest exponent (c included),
 truncation without guard bits, no normalisation inside a block, carry bits, non-monotonicity,
 RNE for fp16 output, tf32 ignoring its low bits, subnormal inputs and outputs -- plus the

@@ -1,5 +1,8 @@
-"""The 70 published Tensor Core pass conditions (Fasi, Higham, Mikaitis, Pranesh 2021; data in
-../shared/data/tensorcore-published-cases.json) reproduced bit for bit by softfloat.tensorcore."""
+"""The 70 published Tensor Core pass conditions reproduced bit for bit by softfloat.tensorcore.
+
+Source: Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS
+2021, and their test programs (north-numerical-computing/tensor-cores-numerical-behavior); the
+cases are kept in tests/data/tensorcore-published-cases.json, whose "description" names them."""
 
 from __future__ import annotations
 
@@ -12,13 +15,13 @@ import pytest
 from softfloat import tensorcore as tc
 from softfloat.bits import from_bits, to_bits
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tensorcore-published-cases.json"
+DATA = Path(__file__).resolve().parent / "data" / "tensorcore-published-cases.json"
 
 
 def _load():
     if not DATA.is_file():
-        pytest.fail(f"published Tensor Core cases not found at {DATA}: the shared data folder "
-                    "must sit beside the repository (../shared/data/)", pytrace=False)
+        pytest.fail(f"published Tensor Core cases not found at {DATA}; the file is part of the "
+                    "repository (tests/data/): restore it from git", pytrace=False)
     return json.loads(DATA.read_text())["cases"]
 
 

@@ -14,7 +14,7 @@ import autograd
 from models import checkpoint as ckpt
 from models.config import load_config
 from models.idx import write_idx
-from models.studies import studies, variant_config
+from models.repro.studies import studies, variant_config
 from models.trainer import CHECKPOINT, Trainer
 
 QUICK = {s["key"]: s for s in studies("quick")}

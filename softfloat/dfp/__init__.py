@@ -1,6 +1,6 @@
 """softfloat.dfp: DFP-16 dynamic fixed point and the VNNI-style integer GEMM (Das et al., 2018).
 
-Specification: ../shared/specs/dfp16.md.  Imports numpy, numba and softfloat only; must never
+Specification: docs/dfp16.md.  Imports numpy, numba and softfloat only; must never
 import autograd, scalers or models.
 
 Provides

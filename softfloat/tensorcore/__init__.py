@@ -4,7 +4,7 @@ generic accumulation-precision GEMM.
 Real Tensor Cores do not compute an IEEE fp32 dot product: the products are exact, every addend
 (c included) is aligned to the largest exponent of its block and truncated to F fraction bits,
 the block is summed exactly and rounded once (RZ into fp32, RNE into fp16), and blocks of K
-products are chained in k order (../shared/specs/tensorcore-models.md, sections 2 and 3).
+products are chained in k order (docs/tensorcore-models.md, sections 2 and 3).
 
     from softfloat import tensorcore as tc
     D = tc.gemm(A, B, C, model="a100", in_format="fp16", acc_format="fp32")

@@ -1,4 +1,4 @@
-"""Tensor Core model records and the published presets (specs/tensorcore-models.md, sections 2-3).
+"""Tensor Core model records and the published presets (docs/tensorcore-models.md, sections 2-3).
 
 Provides :class:`TCModel`, the parameter record of the block-FMA algorithm (block size ``K``,
 fraction bits ``F`` kept at alignment, output rounding and fraction bits, input and accumulator

@@ -2,7 +2,7 @@
 
 Provides :data:`PAPER_ROWS` (what the paper says about each of our configurations) and
 :data:`PAPER_TABLES` (the paper's result tables as data).  Tags, as in
-shared/specs/paper-facts.md: [T] from the paper text; [S] from two or more secondary summaries;
+docs/paper-facts.md: [T] from the paper text; [S] from two or more secondary summaries;
 [G] NVIDIA's Mixed Precision Training guide.  Imports nothing.
 """
 

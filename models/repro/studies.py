@@ -3,7 +3,7 @@ configurations and the settings chosen to expose the paper's effects.
 
 Provides :data:`VARIANTS` (configuration key -> label and the config changes that make it),
 :func:`studies` (the list of studies of a profile, "quick" or "full"), and
-:func:`variant_config`.  Pure data and dict building: imports models.paper only.
+:func:`variant_config`.  Pure data and dict building: imports models.repro.paper only.
 
 How the effects are exposed (and stated in the report):
 
@@ -191,7 +191,7 @@ def studies(profile):
         "The MLP study's fp16 + master configuration with the same gradient overflows injected "
         f"into every run (one gradient element set to +Inf after backward at steps "
         f"{', '.join(map(str, spikes))}), to show each production rule's reaction "
-        "(specs/loss-scaling.md): PyTorch backs off on every overflow, DeepSpeed's hysteresis "
+        "(docs/loss-scaling.md): PyTorch backs off on every overflow, DeepSpeed's hysteresis "
         "absorbs the first of a run of overflows, and OpenSeq2Seq's LogMax, fed x = 2^16 by a "
         "single overflow, pins its scale at the minimum for thousands of steps (with this "
         "study's 2^-17 loss multiplier the gradients then underflow again).", mlp_base,

@@ -1,6 +1,5 @@
-"""The main job: ``reproduce`` runs every study of models.studies, draws the figures, judges the
-paper's claims against our numbers and writes report.md and results.json; and
-``histogram_command``, the figures and fractions of one run directory.
+"""The main job: ``reproduce`` runs every study of models.repro.studies, draws the figures,
+judges the paper's claims against our numbers and writes report.md and results.json.
 
 A claim is "shown" only when the numbers say so, by the rules in :func:`findings` (stated in the
 report's text with the numbers they were applied to); otherwise the report says plainly that it
@@ -11,7 +10,6 @@ Imports numpy, tqdm and models.* (matplotlib only through models.figures, lazily
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -21,16 +19,16 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
-from . import figures
-from .histograms import ExponentHistogram
+from .. import figures
+from ..histograms import ExponentHistogram
+from ..trainer import Trainer
 from .paper import PAPER_CLAIMS
 from .report import write_report, write_results_json
 from .studies import studies, variant_config
-from .trainer import Trainer
 
-__all__ = ["findings", "histogram_command", "progress_ratio", "reproduce"]
+__all__ = ["findings", "progress_ratio", "reproduce"]
 
-log = logging.getLogger("models.experiments")
+log = logging.getLogger("models.repro")
 
 
 def _hist_summary(d, log2_scale):
@@ -208,7 +206,7 @@ def _scale_at(run, step):
 def _scaler_finding(models):
     f = {"claim": "scalers", "title": "Loss-scaler rules under injected overflows",
          "paper": ("not a claim of the paper (it used constant scales); the rules of PyTorch, "
-                   "DeepSpeed and OpenSeq2Seq as specified in specs/loss-scaling.md"),
+                   "DeepSpeed and OpenSeq2Seq as specified in docs/loss-scaling.md"),
          "reproduced": None, "text": "the scaler study was not run.", "numbers": {}}
     m = next((m for m in models if m["key"] == "scalers"), None)
     r = _runs(models, "scalers")
@@ -332,41 +330,3 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True):
                     "(25% of the data).")]}
     write_results_json(out_dir, results)
     return write_report(out_dir, results)
-
-
-def histogram_command(run_dir, *, out_dir=None, log2_scale=None):
-    """Draw the histograms recorded in RUN_DIR/history.json; returns lines to print."""
-    path = os.path.join(run_dir, "history.json")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} not found: RUN_DIR must be a directory written by "
-                                "'mpemu train' (it holds history.json)")
-    with open(path, encoding="utf-8") as fh:
-        run = json.load(fh)
-    hists = run.get("histograms") or {}
-    if not hists:
-        raise ValueError(f"{path} holds no gradient histograms; train with "
-                         "instrument.histogram_every > 0 (or instrument.histogram_steps)")
-    out_dir = out_dir or run_dir
-    os.makedirs(out_dir, exist_ok=True)
-    scaler = run["config"]["scaler"]
-    lines = []
-    for kind, d in sorted(hists.items()):
-        h = ExponentHistogram.from_dict(d)
-        if log2_scale is not None:
-            k = log2_scale
-        elif scaler["type"] == "static":
-            k = round(math.log2(scaler["scale"]))
-        else:
-            k = h.best_log2_scale()
-        k = int(np.clip(k, 0, 32))
-        png = os.path.join(out_dir, f"hist_{kind}.png")
-        what = kind.replace("_", " ").replace("grad", "gradient")
-        figures.plot_exponent_histogram(h, png, log2_scale=k, what=what,
-                                        title=f"{run['name']}: {what} exponents")
-        f0, fk = h.fractions(0), h.fractions(k)
-        lines.append(f"{kind}: {h.total} values in {h.samples} tensors; zero "
-                     f"{_pct(f0['zero'])}; -> 0 in fp16 unscaled {_pct(f0['underflow_fp16'])}; "
-                     f"after x2^{k}: -> 0 {_pct(fk['underflow_fp16'])}, overflow "
-                     f"{_pct(fk['overflow_fp16'])}; largest scale without overflow "
-                     f"2^{h.best_log2_scale()}; figure {png}")
-    return lines

@@ -3,9 +3,10 @@
 Provides :func:`write_results_json` (every number, JSON-safe: non-finite floats become the strings
 "nan", "inf", "-inf"), :func:`write_report` (Markdown: findings first, then one table per model
 with the paper's numbers beside ours, the figures, the histogram table and the settings used) and
-:func:`fmt_num`.  The structure of ``results`` is produced by models.experiments.
+:func:`fmt_num`.  The structure of ``results`` is produced by models.repro.experiments.
 
-Imports the standard library, numpy and models.paper only (figures are made elsewhere).
+Imports the standard library, models.jsonio and models.repro.paper only (figures are made
+elsewhere).
 """
 
 from __future__ import annotations
@@ -14,33 +15,10 @@ import json
 import math
 import os
 
-import numpy as np
-
+from ..jsonio import json_safe
 from .paper import CITATION, PAPER_TABLES
 
 __all__ = ["fmt_num", "json_safe", "write_report", "write_results_json"]
-
-
-def json_safe(obj):
-    """A copy of ``obj`` that json.dump accepts without NaN/Infinity extensions."""
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return json_safe(obj.tolist())
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        v = float(obj)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    return obj
 
 
 def write_results_json(out_dir, results):
