@@ -18,8 +18,10 @@ import numpy as np
 from numba import njit, prange
 
 from ._arith import (add_scalar, div_scalar, fma_scalar, mul_exact_scalar, mul_scalar,
-                     sqrt_scalar, sub_scalar, two_sum_err)
+                     sqrt_scalar, sub_scalar)
 from ._kernels_round import CHUNK, add_flag_counts
+from ._primitives import (F64_ABS, F64_FRAC_BITS, F64_SIGN, U64_0, U64_1, fold_odd_nb,
+                          two_sum_err)
 from ._roundpack import RDN, RNA, RNE, RTO, RUP, SR
 from .rng import random_bits
 
@@ -29,8 +31,7 @@ ADD, SUB, MUL, MUL_EXACT, DIV = 0, 1, 2, 3, 4
 
 
 @njit(parallel=True, cache=True)
-def binary_kernel(op, a, sa, b, sb, out, m, emin, emax, subn, infnan, sat, maxval, mode, key,
-                  rbits, want_flags, counts):
+def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, counts):
     """out[i] = round(a[i*sa] (op) b[i*sb]) for i < out.size; sa, sb in {0, 1}."""
     n = out.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -42,28 +43,22 @@ def binary_kernel(op, a, sa, b, sb, out, m, emin, emax, subn, infnan, sat, maxva
             x = a[i * sa]
             y = b[i * sb]
             if op == ADD:
-                r, fl = add_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                   rbits)
+                r, fl = add_scalar(x, y, fp, mode, u, rbits)
             elif op == MUL_EXACT:
-                r, fl = mul_exact_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode,
-                                         u, rbits)
+                r, fl = mul_exact_scalar(x, y, fp, mode, u, rbits)
             elif op == SUB:
-                r, fl = sub_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                   rbits)
+                r, fl = sub_scalar(x, y, fp, mode, u, rbits)
             elif op == MUL:
-                r, fl = mul_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                   rbits)
+                r, fl = mul_scalar(x, y, fp, mode, u, rbits)
             else:
-                r, fl = div_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                   rbits)
+                r, fl = div_scalar(x, y, fp, mode, u, rbits)
             out[i] = r
             if want_flags:
                 add_flag_counts(counts, c, fl)
 
 
 @njit(parallel=True, cache=True)
-def sqrt_kernel(a, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rbits,
-                want_flags, counts):
+def sqrt_kernel(a, out, fp, mode, key, rbits, want_flags, counts):
     """out[i] = round(sqrt(a[i]))."""
     n = out.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -72,15 +67,14 @@ def sqrt_kernel(a, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rbi
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
             u = random_bits(key, i) if mode == SR else np.uint64(0)
-            r, fl = sqrt_scalar(a[i], m, emin, emax, subn, infnan, sat, maxval, mode, u, rbits)
+            r, fl = sqrt_scalar(a[i], fp, mode, u, rbits)
             out[i] = r
             if want_flags:
                 add_flag_counts(counts, c, fl)
 
 
 @njit(parallel=True, cache=True)
-def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, m, emin, emax, subn, infnan, sat,
-               maxval, mode, key, rbits, want_flags, counts):
+def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, rbits, want_flags, counts):
     """out[i] = round(a[i*sa] * b[i*sb] + cc[i*sc]).  exact_product != 0 (a and b float32
     arrays): a*b is exact in float64 and the fma is an add of that exact product."""
     n = out.size
@@ -94,11 +88,9 @@ def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, m, emin, emax, subn, in
             y = np.float64(b[i * sb])
             z = cc[i * sc]
             if exact_product != 0 and x * y == x * y:     # product exact and not NaN
-                r, fl = add_scalar(x * y, z, m, emin, emax, subn, infnan, sat, maxval, mode,
-                                   u, rbits)
+                r, fl = add_scalar(x * y, z, fp, mode, u, rbits)
             else:
-                r, fl = fma_scalar(x, y, z, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                   rbits)
+                r, fl = fma_scalar(x, y, z, fp, mode, u, rbits)
             out[i] = r
             if want_flags:
                 add_flag_counts(counts, c, fl)
@@ -123,21 +115,11 @@ def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, m, emin, emax, subn, in
 # |v| < 2^emin or >= 2^emax), and a second pass recomputes just those with the full scalar op
 # (ending in round_value).  Results and flag counts are therefore exactly those of binary_kernel.
 
-_ABS64 = np.uint64((1 << 63) - 1)
-_SIGN64 = np.uint64(1 << 63)
-_U1 = np.uint64(1)
-_U52 = np.uint64(52)
-_U0 = np.uint64(0)
-_MINUS1 = np.uint64((1 << 64) - 1)   # adding it subtracts 1 (mod 2^64)
-
-
-@njit(cache=True)
-def _fold_odd_nb(s, t):
-    """fold_odd without branches (vectorisable): same result for the values reaching it."""
-    bits = np.float64(s).view(np.uint64)
-    need = (t != 0.0) & ((bits & _U1) == 0)
-    step = _U1 if (t > 0.0) == (s > 0.0) else _MINUS1
-    return np.uint64(bits + (step if need else _U0)).view(np.float64)
+_ABS64 = F64_ABS
+_SIGN64 = F64_SIGN
+_U1 = U64_1
+_U52 = F64_FRAC_BITS
+_U0 = U64_0
 
 
 @njit(cache=True)
@@ -148,7 +130,7 @@ def _exact_f32(op, rdn, x, y):
     in RDN (rdn True), where it is -0 unless both operands are +0; the product's is exact."""
     yy = -y if op == SUB else y
     s = x + yy
-    v = _fold_odd_nb(s, two_sum_err(x, yy, s))
+    v = fold_odd_nb(s, two_sum_err(x, yy, s))
     zero_rdn = np.uint64((np.float64(x).view(np.uint64) | np.float64(yy).view(np.uint64))
                          & _SIGN64).view(np.float64)
     v = zero_rdn if (rdn & (s == 0.0)) else v
@@ -203,13 +185,12 @@ def _chunk_sr(op, xs, ys, os, base, key, rbits, d, keep, elo, ehi):
 
 
 @njit(parallel=True, cache=True)
-def fast_binary_kernel(op, a, sa, b, sb, out, m, emin, emax, subn, infnan, sat, maxval, mode,
-                       key, rbits, want_flags, counts):
+def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, counts):
     """binary_kernel for op in (ADD, SUB, MUL_EXACT), float32 a, b and a float32 carrier out
     (m <= 22), with the fast pass above.  Same results and flag counts as binary_kernel."""
     n = out.size
     nch = (n + CHUNK - 1) // CHUNK
-    d = np.uint64(52 - m)
+    d = np.uint64(52 - fp.man_bits)
     keep = ~((_U1 << d) - _U1)
     half = _U1 << (d - _U1)
     low = (_U1 << d) - _U1
@@ -227,8 +208,8 @@ def fast_binary_kernel(op, a, sa, b, sb, out, m, emin, emax, subn, infnan, sat, 
     elif mode == RDN:
         cneg = low
     rtobit = (_U1 << d) if mode == RTO else _U0
-    elo = np.int64(emin + 1023)            # biased float64 exponent of 2^emin
-    ehi = np.int64(emax + 1023)
+    elo = np.int64(fp.emin + 1023)         # biased float64 exponent of 2^emin
+    ehi = np.int64(fp.emax + 1023)
     for c in prange(nch):
         lo = c * CHUNK
         hi = min(n, lo + CHUNK)
@@ -251,14 +232,11 @@ def fast_binary_kernel(op, a, sa, b, sb, out, m, emin, emax, subn, infnan, sat, 
                 y = np.float64(b[i * sb])
                 u = random_bits(key, i) if mode == SR else np.uint64(0)
                 if op == MUL_EXACT:
-                    r, fl = mul_exact_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval,
-                                             mode, u, rbits)
+                    r, fl = mul_exact_scalar(x, y, fp, mode, u, rbits)
                 elif op == SUB:
-                    r, fl = sub_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                       rbits)
+                    r, fl = sub_scalar(x, y, fp, mode, u, rbits)
                 else:
-                    r, fl = add_scalar(x, y, m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                                       rbits)
+                    r, fl = add_scalar(x, y, fp, mode, u, rbits)
                 out[i] = r
                 if want_flags:
                     add_flag_counts(counts, c, fl)

@@ -35,8 +35,7 @@ def add_flag_counts(counts, c, fl):
 
 
 @njit(parallel=True, cache=True)
-def round_kernel(x, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rbits,
-                 want_flags, counts):
+def round_kernel(x, out, fp, mode, key, rbits, want_flags, counts):
     """out[i] = round(x[i]) for 1-d contiguous x (float32 or float64) and carrier out."""
     n = x.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -46,8 +45,7 @@ def round_kernel(x, out, m, emin, emax, subn, infnan, sat, maxval, mode, key, rb
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
             u = random_bits(key, i) if mode == SR else np.uint64(0)
-            r, fl = round_value(np.float64(x[i]), 0, m, emin, emax, subn, infnan, sat, maxval,
-                                mode, u, rbits)
+            r, fl = round_value(np.float64(x[i]), 0, fp, mode, u, rbits)
             out[i] = r
             if want_flags:
                 add_flag_counts(counts, ci, fl)

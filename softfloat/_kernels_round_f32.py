@@ -72,15 +72,16 @@ def fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
     """Per-call parameters of the fast kernel as one int64 array (one array rather than two
     dozen scalars or a tuple keeps the parallel kernel cheap to compile), for formats with a
     float32 carrier and m <= 22 (d >= 1).  Layout: see _unpack."""
-    m, emin, emax = fmt.man_bits, fmt.emin, fmt.emax
-    subn, infnan, sat = int(bool(fmt.subnormals)), fmt.inf_nan_code, int(bool(fmt.saturate))
-    maxval = float(fmt.max)
+    fp = fmt.kernel_params()
+    m, emin = fp.man_bits, fp.emin
+    subn, infnan = fp.subnormals, fp.inf_nan
+    maxval = fp.maxval
     d = 23 - m
     low = (1 << d) - 1
     half = 1 << (d - 1)
     k = min(rbits, d)
-    ovp = np.float32(overflow_result(False, mode, infnan, sat, maxval)[0]).view(np.uint32)
-    ovn = np.float32(overflow_result(True, mode, infnan, sat, maxval)[0]).view(np.uint32)
+    ovp = np.float32(overflow_result(False, mode, fp)[0]).view(np.uint32)
+    ovn = np.float32(overflow_result(True, mode, fp)[0]).view(np.uint32)
     # subnormal quantum 2^(emin - m); unused when emin = -126 (then 1.0: a float32-subnormal
     # operand would cost a microcode assist per element on x86)
     qscale = np.float32(1.0 if emin == -126 else np.ldexp(1.0, emin - m))
@@ -104,8 +105,7 @@ def fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
         0xFFFFFFFF if mode == RUP else 0,                # 22: tiny path: RUP mask
         0xFFFFFFFF if mode == RDN else 0,                # 23: tiny path: RDN mask
         1 if mode == RTO else 0,                         # 24: tiny path: RTO
-        m, emin, emax, subn, infnan, sat, mode, rbits,   # 25-32: round_value's arguments
-        int(np.float64(maxval).view(np.int64)),          # 33: bits of max as a float64
+        mode, rbits,                                     # 25-26: round_value's mode, SR bits
     ], dtype=np.int64)
 
 
@@ -320,26 +320,24 @@ def _special(xs, os, C, want_flags, counts, c):
 
 
 @njit(cache=True)
-def _fixup(xs, os, base, c, P, key, want_flags, counts):
+def _fixup(xs, os, base, c, P, fp, key, want_flags, counts):
     """Pass 3: round_value for the marked elements (with the same u as round_kernel)."""
-    m, emin, emax, subn, infnan, sat, mode, rbits = P[25], P[26], P[27], P[28], P[29], P[30], \
-        P[31], P[32]
-    maxval = np.int64(P[33]).view(np.float64)
+    mode, rbits = P[25], P[26]
     for j in range(xs.size):
         if os[j] == _SLOW:
             x = np.float64(np.uint32(xs[j]).view(np.float32))
             u = random_bits(key, base + j) if mode == SR else np.uint64(0)
-            r, fl = round_value(x, 0, m, emin, emax, subn, infnan, sat, maxval, mode, u, rbits)
+            r, fl = round_value(x, 0, fp, mode, u, rbits)
             os[j] = np.float32(r).view(np.uint32)
             if want_flags:
                 add_flag_counts(counts, c, fl)
 
 
 @njit(cache=True)
-def _chunk(xs, os, base, c, P, key, want_flags, counts):
+def _chunk(xs, os, base, c, P, fp, key, want_flags, counts):
     """Round one chunk: pass 1, then pass 2 and round_value for what pass 1 marked."""
     C = _unpack(P)
-    is_sr = P[31] == SR
+    is_sr = P[25] == SR
     if is_sr:
         if want_flags:
             nspecial, first, last = _loop_sr_flags(xs, os, C, key, base, counts, c)
@@ -356,14 +354,15 @@ def _chunk(xs, os, base, c, P, key, want_flags, counts):
     # Pass 2 pays off when many elements are marked (at least 1/8 of the span); a few, and
     # those of stochastic rounding, go straight to round_value.
     if is_sr or 8 * nspecial < xm.size or _special(xm, om, C, want_flags, counts, c) > 0:
-        _fixup(xm, om, base + first, c, P, key, want_flags, counts)
+        _fixup(xm, om, base + first, c, P, fp, key, want_flags, counts)
 
 
 @njit(parallel=True, cache=True)
-def round_f32_kernel(xb, ob, P, key, want_flags, counts):
+def round_f32_kernel(xb, ob, P, fp, key, want_flags, counts):
     """ob = patterns of round(x) for the float32 patterns xb (1-d uint32 views made by the
     caller: views made inside a parallel function can lose their writes); P from fast_params,
-    key the SR key (seed_key), counts[chunk, flag] the flag counts when want_flags."""
+    fp the format's FormatParams, key the SR key (seed_key), counts[chunk, flag] the flag
+    counts when want_flags."""
     n = xb.size
     nch = (n + CHUNK - 1) // CHUNK
     for c in prange(nch):
@@ -373,11 +372,11 @@ def round_f32_kernel(xb, ob, P, key, want_flags, counts):
         ci = np.int64(c)
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
-        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, key, want_flags, counts)
+        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, fp, key, want_flags, counts)
 
 
 @njit(cache=True)
-def round_f32_serial(xb, ob, P, key, want_flags, counts):
+def round_f32_serial(xb, ob, P, fp, key, want_flags, counts):
     """round_f32_kernel on the calling thread alone: the same chunks in the same order, so the
     same bits and flag counts; for small arrays, where waking the worker threads costs more
     than the work (see rounding.SERIAL_MAX)."""
@@ -387,4 +386,4 @@ def round_f32_serial(xb, ob, P, key, want_flags, counts):
         ci = np.int64(c)
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
-        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, key, want_flags, counts)
+        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, fp, key, want_flags, counts)

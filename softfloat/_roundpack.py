@@ -1,8 +1,9 @@
 """The one rounding routine every emulated operation ends in (SoftFloat's "round-pack").
 
-``round_value(v, escale, m, emin, emax, subn, infnan, sat, maxval, mode, u, rbits)`` rounds the
-value v * 2^escale (v a float64, escale an int) ONCE onto the grid of a format with ``m`` fraction
-bits and exponent range [emin, emax], and returns (result as float64, IEEE flag bits).
+``round_value(v, escale, fp, mode, u, rbits)`` rounds the value v * 2^escale (v a float64, escale
+an int) ONCE onto the grid of the format described by ``fp`` (its FormatParams record, from
+``Format.kernel_params()``: m fraction bits, exponent range [emin, emax], subnormals, Inf/NaN
+style, saturation, largest finite value), and returns (result as float64, IEEE flag bits).
 
 Callers pass either an exact value (a float32/float64 input, an exact float64 product) or a
 round-to-odd float64 proxy with at least p + 2 significant bits, which rounds to the same result
@@ -31,13 +32,16 @@ Semantics (documented for users in softfloat/__init__.py):
   sum's carry decides; remainder bits below those r bits are ignored (truncated).  If the
   remainder has at most r bits the probability of rounding up is exactly distance / ulp.
 
-Imports numpy and numba only.
+Imports numpy, numba and softfloat._primitives only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from ._primitives import (F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
+                          F64_SIGN_SHIFT, U64_0, U64_1, bit_length, pow2)
 
 # IEEE flag bits (stable codes; softfloat.flags turns them into counts).
 INEXACT = 1
@@ -49,30 +53,8 @@ DIVBYZERO = 16
 # Mode codes (must match softfloat.modes.Mode).
 RNE, RNA, RTZ, RUP, RDN, RTO, SR = 0, 1, 2, 3, 4, 5, 6
 
-_MASK52 = np.uint64((1 << 52) - 1)
-_HIDDEN = np.uint64(1 << 52)
-_ONE = np.uint64(1)
-_ZERO = np.uint64(0)
-_U52 = np.uint64(52)
-_U63 = np.uint64(63)
-_U64 = np.uint64(64)
-_EXPMASK = np.uint64(0x7FF)
-
-
-@njit(cache=True)
-def pow2(k):
-    """Exact 2^k as a float64 for -1074 <= k <= 1023 (built from its bit pattern)."""
-    if k >= -1022:
-        return np.uint64((k + 1023) << 52).view(np.float64)
-    return np.uint64(1 << (k + 1074)).view(np.float64)
-
-
-@njit(cache=True)
-def bit_length(q):
-    """Number of bits of a uint64 below 2^53 (0 for 0), via its exact float64 conversion."""
-    if q == 0:
-        return 0
-    return np.int64((np.float64(q).view(np.uint64) >> _U52) & _EXPMASK) - 1022
+_U63 = F64_SIGN_SHIFT
+_U52 = F64_FRAC_BITS
 
 
 @njit(cache=True)
@@ -86,75 +68,82 @@ def round_int(sig, drop, neg, mode, u, rbits):
         return sig << np.uint64(-drop), False
     if drop >= 60:
         # sig < 2^53 <= 2^(drop - 7): the whole significand lies strictly below half an ulp.
-        q = _ZERO
+        q = U64_0
         rem = sig
         below_half = True
         is_half = False
     else:
         q = sig >> np.uint64(drop)
-        rem = sig & ((_ONE << np.uint64(drop)) - _ONE)
-        half = _ONE << np.uint64(drop - 1)
+        rem = sig & ((U64_1 << np.uint64(drop)) - U64_1)
+        half = U64_1 << np.uint64(drop - 1)
         below_half = rem < half
         is_half = rem == half
     if rem == 0:
         return q, False
     if mode == RNE:
-        if not below_half and (not is_half or (q & _ONE) != 0):
-            q += _ONE
+        if not below_half and (not is_half or (q & U64_1) != 0):
+            q += U64_1
     elif mode == RNA:
         if not below_half:
-            q += _ONE
+            q += U64_1
     elif mode == RUP:
         if not neg:
-            q += _ONE
+            q += U64_1
     elif mode == RDN:
         if neg:
-            q += _ONE
+            q += U64_1
     elif mode == RTO:
-        q |= _ONE
+        q |= U64_1
     elif mode == SR:
         ur = u >> np.uint64(64 - rbits)
-        full = _ONE << np.uint64(rbits)
+        full = U64_1 << np.uint64(rbits)
         if drop <= rbits:
             # The whole remainder fits in the r bits: P(up) = rem / 2^drop exactly.
             if (rem << np.uint64(rbits - drop)) + ur >= full:
-                q += _ONE
+                q += U64_1
         elif drop - rbits < 64:
             if (rem >> np.uint64(drop - rbits)) + ur >= full:
-                q += _ONE
+                q += U64_1
         # else: the remainder is below 2^-r ulp and is truncated: never rounds up.
     # RTZ: keep q.
     return q, True
 
 
 @njit(cache=True)
-def overflow_result(neg, mode, infnan, sat, maxval):
-    """Result of an overflow (see module docstring) and its flags."""
-    if sat != 0 or infnan == 2:
-        r = maxval
+def overflow_result(neg, mode, fp):
+    """Result of an overflow (see module docstring) and its flags; fp a FormatParams."""
+    infnan = fp.inf_nan
+    if fp.saturate != 0 or infnan == 2:
+        r = fp.maxval
     else:
         to_inf = (mode == RNE or mode == RNA or mode == SR
                   or (mode == RUP and not neg) or (mode == RDN and neg))
         if to_inf:
             r = np.inf if infnan == 0 else np.nan
         else:
-            r = maxval
+            r = fp.maxval
     return (-r if neg else r), OVERFLOW | INEXACT
 
 
 @njit(cache=True)
-def round_value(v, escale, m, emin, emax, subn, infnan, sat, maxval, mode, u, rbits):
-    """Round v * 2^escale once onto the format grid; returns (float64 result, flag bits)."""
+def round_value(v, escale, fp, mode, u, rbits):
+    """Round v * 2^escale once onto the grid of the format whose FormatParams is fp; returns
+    (float64 result, flag bits)."""
+    m = fp.man_bits
+    emin = fp.emin
+    emax = fp.emax
+    subn = fp.subnormals
+    infnan = fp.inf_nan
     b = np.float64(v).view(np.uint64)
     neg = (b >> _U63) != 0
-    E = np.int64((b >> _U52) & _EXPMASK)
-    frac = b & _MASK52
+    E = np.int64((b >> _U52) & F64_EXP_ALL_ONES)
+    frac = b & F64_FRAC
     if E == 0x7FF:
         if frac != 0:
             return np.nan, (INVALID if infnan == 2 else 0)
         if infnan == 0:
             return v, 0
-        return overflow_result(neg, mode, infnan, sat, maxval)
+        return overflow_result(neg, mode, fp)
     if E == 0:
         if frac == 0:
             return v, 0
@@ -162,14 +151,14 @@ def round_value(v, escale, m, emin, emax, subn, infnan, sat, maxval, mode, u, rb
         e = escale - 1074
         L = bit_length(sig) - 1
     else:
-        sig = frac | _HIDDEN
+        sig = frac | F64_HIDDEN
         e = E - 1075 + escale
         L = 52
     # value = sig * 2^e with 2^L <= sig < 2^(L+1): its binary exponent is x_exp.
     x_exp = L + e
     if x_exp > emax:
         # value >= 2^(emax+1) > max in every format: overflow whatever the mode.
-        return overflow_result(neg, mode, infnan, sat, maxval)
+        return overflow_result(neg, mode, fp)
     if subn != 0 and x_exp < emin:
         q_exp = emin - m           # subnormal range: fixed quantum 2^(emin - m)
     else:
@@ -195,6 +184,6 @@ def round_value(v, escale, m, emin, emax, subn, infnan, sat, maxval, mode, u, rb
         if bit_length(q2) - 1 + (x_exp - m) < emin:
             flags |= UNDERFLOW
     mag = np.float64(q) * pow2(q_exp)
-    if mag > maxval:
-        return overflow_result(neg, mode, infnan, sat, maxval)
+    if mag > fp.maxval:
+        return overflow_result(neg, mode, fp)
     return (-mag if neg else mag), flags

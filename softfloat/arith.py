@@ -27,7 +27,6 @@ from ._validate import (
     check_sr,
     finish,
 )
-from .rounding import kernel_args
 
 __all__ = ["MAX_PRECISION", "add", "div", "fma", "max_sr_bits", "mul", "sqrt", "sub"]
 
@@ -90,10 +89,10 @@ def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags):
     if n and op in (K.ADD, K.SUB, K.MUL_EXACT) and fa.dtype == np.float32 \
             and out.dtype == np.float32:
         # float32 operands, float32 carrier: the branch-free fast pass (same results and flags).
-        K.fast_binary_kernel(op, fa, sa, fb, sb, out, *kernel_args(fmt), int(mode), key, rbits,
+        K.fast_binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, rbits,
                              flags is not None, counts)
     elif n:
-        K.binary_kernel(op, fa, sa, fb, sb, out, *kernel_args(fmt), int(mode), key, rbits,
+        K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, rbits,
                         flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, n)
@@ -142,7 +141,7 @@ def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
     if n:
-        K.sqrt_kernel(fa, out, *kernel_args(fmt), int(mode), key, rbits, flags is not None,
+        K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, rbits, flags is not None,
                       counts)
     if flags is not None:
         flags._add_counts(counts, n)
@@ -160,7 +159,7 @@ def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
     if n:
-        K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, *kernel_args(fmt), int(mode),
+        K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, fmt.kernel_params(), int(mode),
                      key, rbits, flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, n)

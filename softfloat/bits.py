@@ -66,10 +66,6 @@ CLASS_NAMES = ("nan", "-inf", "-normal", "-subnormal", "-zero",
                "+zero", "+subnormal", "+normal", "+inf")
 
 
-def _fmt_ints(fmt):
-    return fmt.exp_bits, fmt.man_bits, int(bool(fmt.subnormals)), fmt.inf_nan_code
-
-
 def _bad_table(n: int) -> np.ndarray:
     bad = np.zeros((max((n + CHUNK - 1) // CHUNK, 1), 2), dtype=np.int64)
     bad[:, 0] = -1
@@ -107,7 +103,7 @@ def to_bits(values, fmt):
     out = np.empty(flat.size, dtype=fmt.bits_dtype)
     bad = _bad_table(flat.size)
     if flat.size:
-        KB.to_bits_kernel(flat, out, *_fmt_ints(fmt), bad)
+        KB.to_bits_kernel(flat, out, fmt.kernel_params(), bad)
     _raise_first_bad(bad, arr, fmt, "to_bits")
     return finish(out, arr.shape)
 
@@ -167,7 +163,7 @@ def from_bits(bits, fmt):
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.carrier_dtype)
     if flat.size:
-        KB.from_bits_kernel(flat, out, *_fmt_ints(fmt))
+        KB.from_bits_kernel(flat, out, fmt.kernel_params())
     return finish(out, arr.shape)
 
 
@@ -178,7 +174,7 @@ def _unary(kernel, x, fmt, what, out_dtype=None, extra=()):
     out = np.empty(flat.size, dtype=out_dtype or fmt.carrier_dtype)
     bad = _bad_table(flat.size)
     if flat.size:
-        kernel(flat, out, *_fmt_ints(fmt), *extra, bad)
+        kernel(flat, out, fmt.kernel_params(), *extra, bad)
     _raise_first_bad(bad, arr, fmt, what)
     return finish(out, arr.shape)
 

@@ -15,10 +15,11 @@ autograd, scalers or models.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["Format", "get_format", "list_formats", "FORMATS", "INF_NAN_STYLES"]
+__all__ = ["Format", "FormatParams", "get_format", "list_formats", "FORMATS", "INF_NAN_STYLES"]
 
 #: Inf/NaN styles and their integer codes (kernels receive the code).
 #:   "ieee": exponent all-ones is reserved: mantissa 0 -> +-Inf, otherwise NaN (fp16, bf16, e5m2).
@@ -26,6 +27,29 @@ __all__ = ["Format", "get_format", "list_formats", "FORMATS", "INF_NAN_STYLES"]
 #:           mantissa, which is NaN (OCP E4M3FN: S.1111.111).
 #:   "none": every pattern is a finite number: no Inf, no NaN (overflow always saturates).
 INF_NAN_STYLES = {"ieee": 0, "fn": 1, "none": 2}
+
+
+class FormatParams(NamedTuple):
+    """What a kernel needs to know of a format, made once per Format by
+    :meth:`Format.kernel_params` and passed to every kernel as one argument (Numba accepts a
+    NamedTuple and reads its fields by name; the values are not compile-time constants, so one
+    compilation serves every format).  Fields are plain ints and one float:
+
+    ``man_bits`` m, ``exp_bits`` e, ``bias`` 2^(e-1) - 1, ``emin`` 1 - bias, ``emax`` (see
+    Format), ``subnormals`` 1 = gradual underflow / 0 = flush to zero, ``inf_nan`` the code of
+    INF_NAN_STYLES (0 ieee, 1 fn, 2 none), ``saturate`` 1 = overflow gives +-max, ``maxval`` the
+    largest finite value as a float64.
+    """
+
+    man_bits: int
+    exp_bits: int
+    bias: int
+    emin: int
+    emax: int
+    subnormals: int
+    inf_nan: int
+    saturate: int
+    maxval: float
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,7 @@ class Format:
     bias: int = field(init=False, compare=False)
     emin: int = field(init=False, compare=False)
     emax: int = field(init=False, compare=False)
+    _params: FormatParams = field(init=False, compare=False, repr=False)
 
     def __post_init__(self):
         e, m = self.exp_bits, self.man_bits
@@ -102,6 +127,10 @@ class Format:
             raise ValueError(
                 f"Format {self.name}: range exceeds float64 (emax={emax}, smallest exponent "
                 f"{emin - m}); formats must fit in a float64 carrier")
+        object.__setattr__(self, "_params", FormatParams(
+            man_bits=int(m), exp_bits=int(e), bias=int(bias), emin=int(emin), emax=int(emax),
+            subnormals=int(bool(self.subnormals)), inf_nan=INF_NAN_STYLES[self.inf_nan],
+            saturate=int(bool(self.saturate)), maxval=self.max))
 
     # ----- derived quantities -----------------------------------------------------------
     @property
@@ -175,10 +204,9 @@ class Format:
                 return np.dtype(t)
         raise AssertionError("unreachable: bits <= 64 by construction")
 
-    def kernel_params(self) -> tuple:
-        """(man_bits, emin, emax, subnormals, inf_nan_code, saturate) as plain ints for kernels."""
-        return (self.man_bits, self.emin, self.emax, int(bool(self.subnormals)),
-                self.inf_nan_code, int(bool(self.saturate)))
+    def kernel_params(self) -> FormatParams:
+        """The :class:`FormatParams` record every kernel takes (computed once per Format)."""
+        return self._params
 
     def describe(self) -> str:
         """One-line human summary, e.g. for notebooks."""

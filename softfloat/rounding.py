@@ -25,7 +25,7 @@ from . import _kernels_round as K
 from . import _kernels_round_f32 as KF
 from ._validate import as_float_array, check_flags, check_format, check_mode, check_sr, finish
 
-__all__ = ["round", "kernel_args"]
+__all__ = ["round"]
 
 #: Arrays of at most this many elements are rounded on the calling thread: waking the parallel
 #: kernel's worker threads costs ~30-60 us, and the fast path rounds ~2.5 elements per ns on
@@ -40,12 +40,6 @@ SERIAL_MAX = 1 << 18
 def _fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
     """KF.fast_params, computed once per (format, mode, sr bits); the kernels never write it."""
     return KF.fast_params(fmt, mode, rbits)
-
-
-def kernel_args(fmt):
-    """(m, emin, emax, subn, infnan, sat, maxval) for the kernels."""
-    m, emin, emax, subn, infnan, sat = fmt.kernel_params()
-    return m, emin, emax, subn, infnan, sat, float(fmt.max)
 
 
 def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: A001
@@ -78,9 +72,9 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: 
         # function can be lost.
         kern = KF.round_f32_serial if flat.size <= SERIAL_MAX else KF.round_f32_kernel
         kern(flat.view(np.uint32), out.view(np.uint32), _fast_params(fmt, int(mode), rbits),
-             key, flags is not None, counts)
+             fmt.kernel_params(), key, flags is not None, counts)
     elif flat.size:
-        K.round_kernel(flat, out, *kernel_args(fmt), int(mode), key, rbits,
+        K.round_kernel(flat, out, fmt.kernel_params(), int(mode), key, rbits,
                        flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, flat.size)

@@ -30,7 +30,6 @@ from softfloat._arith import (
     sub_scalar,
 )
 from softfloat.rng import random_bits, seed_key
-from softfloat.rounding import kernel_args
 
 FMTS = ("fp16", "bf16", "fp32", "e4m3fn", "e5m2")
 MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto")
@@ -42,7 +41,7 @@ API = {"add": sf.add, "sub": sf.sub, "mul": sf.mul, "div": sf.div, "sqrt": sf.sq
 
 
 @njit(cache=True)
-def scalar_harness(op, A, B, C, m, emin, emax, subn, infnan, sat, maxval, mode, key, rbits):
+def scalar_harness(op, A, B, C, fp, mode, key, rbits):
     """Per-element results and flag words of the scalar kernels (u of element i: SR only)."""
     n = A.size
     res = np.empty(n)
@@ -50,22 +49,17 @@ def scalar_harness(op, A, B, C, m, emin, emax, subn, infnan, sat, maxval, mode, 
     for i in range(n):
         u = random_bits(key, i) if mode == 6 else np.uint64(0)
         if op == 0:
-            r, f = add_scalar(A[i], B[i], m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                              rbits)
+            r, f = add_scalar(A[i], B[i], fp, mode, u, rbits)
         elif op == 1:
-            r, f = sub_scalar(A[i], B[i], m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                              rbits)
+            r, f = sub_scalar(A[i], B[i], fp, mode, u, rbits)
         elif op == 2:
-            r, f = mul_scalar(A[i], B[i], m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                              rbits)
+            r, f = mul_scalar(A[i], B[i], fp, mode, u, rbits)
         elif op == 3:
-            r, f = div_scalar(A[i], B[i], m, emin, emax, subn, infnan, sat, maxval, mode, u,
-                              rbits)
+            r, f = div_scalar(A[i], B[i], fp, mode, u, rbits)
         elif op == 4:
-            r, f = sqrt_scalar(A[i], m, emin, emax, subn, infnan, sat, maxval, mode, u, rbits)
+            r, f = sqrt_scalar(A[i], fp, mode, u, rbits)
         else:
-            r, f = fma_scalar(A[i], B[i], C[i], m, emin, emax, subn, infnan, sat, maxval, mode,
-                              u, rbits)
+            r, f = fma_scalar(A[i], B[i], C[i], fp, mode, u, rbits)
         res[i] = r
         fls[i] = f
     return res, fls
@@ -76,7 +70,7 @@ def run_scalar(op, cases, fmt, mode, seed=0, rbits=1):
     while len(cols) < 3:
         cols.append(cols[0])
     key = seed_key(seed)
-    return scalar_harness(OPCODE[op], *cols, *kernel_args(fmt), int(sf.parse_mode(mode)), key,
+    return scalar_harness(OPCODE[op], *cols, fmt.kernel_params(), int(sf.parse_mode(mode)), key,
                           rbits)
 
 

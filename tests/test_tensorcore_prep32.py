@@ -46,7 +46,8 @@ def _pair32(a, b, oa, ob, fmt, st):
 
 
 def _pair64(a, b, oa, ob, fmt, st):
-    m, emin, _emax, subn, _i, _s = fmt.kernel_params()
+    fp = fmt.kernel_params()
+    m, emin, subn = fp.man_bits, fp.emin, fp.subnormals
     P64.prep_pair_serial(a, oa, b, ob, m, emin, float(fmt.max), subn, fmt.has_inf,
                          fmt.has_nan, *st)
 
@@ -127,7 +128,8 @@ def test_convert_checked32_finds_the_same_first_bad_element(fmt):
                                * np.exp2(rng.integers(-30, 12, 3 * P32.CHUNK + 11)), fmt),
                       np.float32)
     pats = _patterns(rng).view(np.float32)
-    m, emin, _e, subn, _i, _s = fmt.kernel_params()
+    fp = fmt.kernel_params()
+    m, emin, subn = fp.man_bits, fp.emin, fp.subnormals
     cases = [good]
     for where in (0, P32.CHUNK + 5, good.size - 3):
         x = good.copy()

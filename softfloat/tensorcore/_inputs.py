@@ -71,9 +71,9 @@ def _params32(fmt: Format) -> np.ndarray:
 def _grid_params(fmt: Format):
     hit = _GRID.get(id(fmt))
     if hit is None or hit[0] is not fmt:
-        m, emin, _emax, subn, _infnan, _sat = fmt.kernel_params()
-        hit = _GRID[id(fmt)] = (fmt, (m, emin, float(fmt.max), subn, fmt.has_inf,
-                                      fmt.has_nan))
+        fp = fmt.kernel_params()
+        hit = _GRID[id(fmt)] = (fmt, (fp.man_bits, fp.emin, fp.maxval, fp.subnormals,
+                                      fmt.has_inf, fmt.has_nan))
     return hit[1]
 
 

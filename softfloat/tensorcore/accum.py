@@ -34,7 +34,6 @@ import numpy as np
 from .._validate import DEFAULT_SR_BITS, check_flags, check_sr
 from ..formats import Format, get_format
 from ..modes import Mode, parse_mode
-from ..rounding import kernel_args
 from . import _accum_kernels as AK
 from ._inputs import permute_k, prepare
 from ._threads import serial_if_small
@@ -142,7 +141,7 @@ def _accum(A, B, C, accumulator, fin, acc, round_inputs, vector, k_order, key, r
                                                                   else max(k, 1))
     if m and n:
         AK.accum_gemm_kernel(a, b, c, out, order, int(blk), bool(accumulator.fused),
-                             bool(accumulator.kahan), *kernel_args(acc), int(rbits),
+                             bool(accumulator.kahan), acc.kernel_params(), int(rbits),
                              int(accumulator.mode), key, counts)
     if flags is not None:
         flags._add_counts(counts, m * n)
