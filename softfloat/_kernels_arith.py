@@ -31,7 +31,7 @@ ADD, SUB, MUL, MUL_EXACT, DIV = 0, 1, 2, 3, 4
 
 
 @njit(parallel=True, cache=True)
-def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, counts):
+def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, base, rbits, want_flags, counts):
     """out[i] = round(a[i*sa] (op) b[i*sb]) for i < out.size; sa, sb in {0, 1}."""
     n = out.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -39,7 +39,7 @@ def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, count
         lo = c * CHUNK
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
-            u = random_bits(key, i) if mode == SR else np.uint64(0)
+            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
             x = a[i * sa]
             y = b[i * sb]
             if op == ADD:
@@ -58,7 +58,7 @@ def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, count
 
 
 @njit(parallel=True, cache=True)
-def sqrt_kernel(a, out, fp, mode, key, rbits, want_flags, counts):
+def sqrt_kernel(a, out, fp, mode, key, base, rbits, want_flags, counts):
     """out[i] = round(sqrt(a[i]))."""
     n = out.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -66,7 +66,7 @@ def sqrt_kernel(a, out, fp, mode, key, rbits, want_flags, counts):
         lo = c * CHUNK
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
-            u = random_bits(key, i) if mode == SR else np.uint64(0)
+            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
             r, fl = sqrt_scalar(a[i], fp, mode, u, rbits)
             out[i] = r
             if want_flags:
@@ -74,7 +74,8 @@ def sqrt_kernel(a, out, fp, mode, key, rbits, want_flags, counts):
 
 
 @njit(parallel=True, cache=True)
-def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, rbits, want_flags, counts):
+def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, base, rbits,
+               want_flags, counts):
     """out[i] = round(a[i*sa] * b[i*sb] + cc[i*sc]).  exact_product != 0 (a and b float32
     arrays): a*b is exact in float64 and the fma is an add of that exact product."""
     n = out.size
@@ -83,7 +84,7 @@ def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, rbits, w
         lo = c * CHUNK
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
-            u = random_bits(key, i) if mode == SR else np.uint64(0)
+            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
             x = np.float64(a[i * sa])
             y = np.float64(b[i * sb])
             z = cc[i * sc]
@@ -185,7 +186,8 @@ def _chunk_sr(op, xs, ys, os, base, key, rbits, d, keep, elo, ehi):
 
 
 @njit(parallel=True, cache=True)
-def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, counts):
+def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, base, rbits, want_flags,
+                       counts):
     """binary_kernel for op in (ADD, SUB, MUL_EXACT), float32 a, b and a float32 carrier out
     (m <= 22), with the fast pass above.  Same results and flag counts as binary_kernel."""
     n = out.size
@@ -218,7 +220,8 @@ def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, 
         ys = b[lo:hi] if sb == 1 else np.full(hi - lo, b[0])
         os = out[lo:hi]
         if mode == SR:
-            nslow, ninexact = _chunk_sr(op, xs, ys, os, lo, key, rbits, d, keep, elo, ehi)
+            nslow, ninexact = _chunk_sr(op, xs, ys, os, base + lo, key, rbits, d, keep, elo,
+                                         ehi)
         else:
             nslow, ninexact = _chunk_det(op, mode == RDN, xs, ys, os, d, keep, c0, c1, cpos,
                                          cneg, rtobit, elo, ehi)
@@ -230,7 +233,7 @@ def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, rbits, want_flags, 
                     continue
                 x = np.float64(a[i * sa])
                 y = np.float64(b[i * sb])
-                u = random_bits(key, i) if mode == SR else np.uint64(0)
+                u = random_bits(key, base + i) if mode == SR else np.uint64(0)
                 if op == MUL_EXACT:
                     r, fl = mul_exact_scalar(x, y, fp, mode, u, rbits)
                 elif op == SUB:

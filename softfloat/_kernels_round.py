@@ -35,7 +35,7 @@ def add_flag_counts(counts, c, fl):
 
 
 @njit(parallel=True, cache=True)
-def round_kernel(x, out, fp, mode, key, rbits, want_flags, counts):
+def round_kernel(x, out, fp, mode, key, base, rbits, want_flags, counts):
     """out[i] = round(x[i]) for 1-d contiguous x (float32 or float64) and carrier out."""
     n = x.size
     nch = (n + CHUNK - 1) // CHUNK
@@ -44,7 +44,7 @@ def round_kernel(x, out, fp, mode, key, rbits, want_flags, counts):
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
         for i in range(lo, hi):
-            u = random_bits(key, i) if mode == SR else np.uint64(0)
+            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
             r, fl = round_value(np.float64(x[i]), 0, fp, mode, u, rbits)
             out[i] = r
             if want_flags:

@@ -358,11 +358,12 @@ def _chunk(xs, os, base, c, P, fp, key, want_flags, counts):
 
 
 @njit(parallel=True, cache=True)
-def round_f32_kernel(xb, ob, P, fp, key, want_flags, counts):
+def round_f32_kernel(xb, ob, P, fp, key, base, want_flags, counts):
     """ob = patterns of round(x) for the float32 patterns xb (1-d uint32 views made by the
     caller: views made inside a parallel function can lose their writes); P from fast_params,
-    fp the format's FormatParams, key the SR key (seed_key), counts[chunk, flag] the flag
-    counts when want_flags."""
+    fp the format's FormatParams, key the SR key (seed_key), base the global index of element 0
+    (its random bits are those of index base + i), counts[chunk, flag] the flag counts when
+    want_flags."""
     n = xb.size
     nch = (n + CHUNK - 1) // CHUNK
     for c in prange(nch):
@@ -372,11 +373,11 @@ def round_f32_kernel(xb, ob, P, fp, key, want_flags, counts):
         ci = np.int64(c)
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
-        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, fp, key, want_flags, counts)
+        _chunk(xb[lo:hi], ob[lo:hi], base + lo, ci, P, fp, key, want_flags, counts)
 
 
 @njit(cache=True)
-def round_f32_serial(xb, ob, P, fp, key, want_flags, counts):
+def round_f32_serial(xb, ob, P, fp, key, base, want_flags, counts):
     """round_f32_kernel on the calling thread alone: the same chunks in the same order, so the
     same bits and flag counts; for small arrays, where waking the worker threads costs more
     than the work (see rounding.SERIAL_MAX)."""
@@ -386,4 +387,4 @@ def round_f32_serial(xb, ob, P, fp, key, want_flags, counts):
         ci = np.int64(c)
         lo = ci * CHUNK
         hi = min(n, lo + CHUNK)
-        _chunk(xb[lo:hi], ob[lo:hi], lo, ci, P, fp, key, want_flags, counts)
+        _chunk(xb[lo:hi], ob[lo:hi], base + lo, ci, P, fp, key, want_flags, counts)

@@ -94,6 +94,20 @@ def check_sr(mode: Mode, seed, sr_bits, max_bits: int = 62):
     return seed_key(seed), rbits
 
 
+def check_index_offset(index_offset) -> int:
+    """Validate ``index_offset``: the global flat index of the first element, so that a piece
+    of a larger array (a chunk of a dask array, a slice) draws the stochastic-rounding bits the
+    whole array would give it.  An int >= 0 (at most 2^62, far beyond any array); accepted in
+    every mode, used by stochastic rounding only."""
+    if isinstance(index_offset, (bool, np.bool_)) or not isinstance(index_offset,
+                                                                     (int, np.integer)):
+        raise TypeError(f"index_offset must be an int, got {type(index_offset).__name__}")
+    index_offset = int(index_offset)
+    if not 0 <= index_offset <= 1 << 62:
+        raise ValueError(f"index_offset must be in 0..2**62, got {index_offset}")
+    return index_offset
+
+
 def check_flags(flags):
     if flags is not None and not isinstance(flags, Flags):
         raise TypeError(f"flags must be a softfloat.Flags or None, got {type(flags).__name__}")

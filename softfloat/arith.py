@@ -23,6 +23,7 @@ from ._validate import (
     as_float_array,
     check_flags,
     check_format,
+    check_index_offset,
     check_mode,
     check_sr,
     finish,
@@ -42,7 +43,7 @@ def max_sr_bits(fmt) -> int:
     return MAX_PRECISION - check_format(fmt).precision
 
 
-def _prepare(fmt, mode, seed, sr_bits, flags, opname):
+def _prepare(fmt, mode, seed, sr_bits, flags, opname, index_offset):
     fmt = check_format(fmt)
     if fmt.precision > MAX_PRECISION:
         raise ValueError(
@@ -52,7 +53,7 @@ def _prepare(fmt, mode, seed, sr_bits, flags, opname):
     mode = check_mode(mode)
     key, rbits = check_sr(mode, seed, sr_bits, max_bits=max_sr_bits(fmt))
     check_flags(flags)
-    return fmt, mode, key, rbits
+    return fmt, mode, key, check_index_offset(index_offset), rbits
 
 
 def _operands(names, values):
@@ -78,8 +79,9 @@ def _operands(names, values):
     return shape, ops
 
 
-def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags):
-    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, opname)
+def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags, index_offset):
+    fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, opname,
+                                           index_offset)
     shape, ((fa, sa), (fb, sb)) = _operands(("a", "b"), (a, b))
     if op == K.MUL and fa.dtype == np.float32 and fb.dtype == np.float32:
         op = K.MUL_EXACT              # float32 x float32 is exact in float64: the fast path
@@ -89,11 +91,11 @@ def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags):
     if n and op in (K.ADD, K.SUB, K.MUL_EXACT) and fa.dtype == np.float32 \
             and out.dtype == np.float32:
         # float32 operands, float32 carrier: the branch-free fast pass (same results and flags).
-        K.fast_binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, rbits,
-                             flags is not None, counts)
+        K.fast_binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key,
+                             base, rbits, flags is not None, counts)
     elif n:
-        K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, rbits,
-                        flags is not None, counts)
+        K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, base,
+                        rbits, flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)
@@ -111,6 +113,9 @@ _DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' valu
         depend only on (seed, i)
     sr_bits : int, random bits per stochastic rounding (default 24, at most max_sr_bits(fmt))
     flags : softfloat.Flags, optional; accumulates the counts of raised IEEE flags
+    index_offset : int, global flat index of the first output element (default 0): output
+        element i draws the random bits of index index_offset + i, so that computing the pieces
+        of a larger result with their offsets gives the bits of the whole computation
 
     Returns
     -------
@@ -118,38 +123,44 @@ _DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' valu
     """
 
 
-def add(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    return _run_binary("add", K.ADD, a, b, fmt, mode, seed, sr_bits, flags)
+def add(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    return _run_binary("add", K.ADD, a, b, fmt, mode, seed, sr_bits, flags,
+                       index_offset)
 
 
-def sub(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    return _run_binary("sub", K.SUB, a, b, fmt, mode, seed, sr_bits, flags)
+def sub(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    return _run_binary("sub", K.SUB, a, b, fmt, mode, seed, sr_bits, flags,
+                       index_offset)
 
 
-def mul(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    return _run_binary("mul", K.MUL, a, b, fmt, mode, seed, sr_bits, flags)
+def mul(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    return _run_binary("mul", K.MUL, a, b, fmt, mode, seed, sr_bits, flags,
+                       index_offset)
 
 
-def div(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    return _run_binary("div", K.DIV, a, b, fmt, mode, seed, sr_bits, flags)
+def div(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    return _run_binary("div", K.DIV, a, b, fmt, mode, seed, sr_bits, flags,
+                       index_offset)
 
 
-def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "sqrt")
+def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "sqrt",
+                                           index_offset)
     shape, ((fa, _),) = _operands(("a",), (a,))
     n = fa.size
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
     if n:
-        K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, rbits, flags is not None,
-                      counts)
+        K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, base, rbits,
+                      flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)
 
 
-def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
-    fmt, mode, key, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "fma")
+def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "fma",
+                                           index_offset)
     a = as_float_array(a, "a")
     b = as_float_array(b, "b")
     # float32 x float32 is exact in float64 (even if c's dtype widens a and b below).
@@ -160,7 +171,7 @@ def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
     if n:
         K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, fmt.kernel_params(), int(mode),
-                     key, rbits, flags is not None, counts)
+                     key, base, rbits, flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)

@@ -23,7 +23,8 @@ import numpy as np
 
 from . import _kernels_round as K
 from . import _kernels_round_f32 as KF
-from ._validate import as_float_array, check_flags, check_format, check_mode, check_sr, finish
+from ._validate import (as_float_array, check_flags, check_format, check_index_offset,
+                        check_mode, check_sr, finish)
 
 __all__ = ["round"]
 
@@ -42,7 +43,8 @@ def _fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
     return KF.fast_params(fmt, mode, rbits)
 
 
-def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: A001
+def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A001
+          index_offset=0):
     """Round ``x`` onto the grid of ``fmt`` with one rounding per element.
 
     Parameters
@@ -53,6 +55,9 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: 
     seed : int, required for mode "sr"; the random bits of element i depend only on (seed, i)
     sr_bits : int, random bits per stochastic rounding (default 24, at most 62)
     flags : softfloat.Flags, optional; receives the counts of raised IEEE flags
+    index_offset : int, the global flat index of x's first element (default 0): element i
+        draws the random bits of index index_offset + i, so rounding the pieces of an array
+        (chunks, slices) with their offsets gives the bits of rounding the whole array at once
 
     Returns
     -------
@@ -62,6 +67,7 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: 
     mode = check_mode(mode)
     key, rbits = check_sr(mode, seed, sr_bits)
     check_flags(flags)
+    base = check_index_offset(index_offset)
     arr = as_float_array(x)
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.carrier_dtype)
@@ -72,9 +78,9 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None):  # noqa: 
         # function can be lost.
         kern = KF.round_f32_serial if flat.size <= SERIAL_MAX else KF.round_f32_kernel
         kern(flat.view(np.uint32), out.view(np.uint32), _fast_params(fmt, int(mode), rbits),
-             fmt.kernel_params(), key, flags is not None, counts)
+             fmt.kernel_params(), key, base, flags is not None, counts)
     elif flat.size:
-        K.round_kernel(flat, out, fmt.kernel_params(), int(mode), key, rbits,
+        K.round_kernel(flat, out, fmt.kernel_params(), int(mode), key, base, rbits,
                        flags is not None, counts)
     if flags is not None:
         flags._add_counts(counts, flat.size)

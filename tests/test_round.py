@@ -203,7 +203,7 @@ def test_fast_float32_path_equals_generic_kernel(fmt):
             key, rb = (sf.rng.seed_key(99), rbits) if mode == 6 else (np.uint64(0), 1)
             ref = np.empty_like(x)
             counts = np.zeros((K.n_chunks(x.size), K.NFLAGS), np.int64)
-            K.round_kernel(x, ref, fmt.kernel_params(), mode, key, rb, True, counts)
+            K.round_kernel(x, ref, fmt.kernel_params(), mode, key, 0, rb, True, counts)
             f2 = sf.Flags()
             f2._add_counts(counts, x.size)
             assert np.array_equal(fast.view(np.uint32), ref.view(np.uint32)), (mode, rbits)
