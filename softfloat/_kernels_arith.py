@@ -22,7 +22,7 @@ from ._arith import (add_scalar, div_scalar, fma_scalar, mul_exact_scalar, mul_s
 from ._kernels_round import CHUNK, add_flag_counts
 from ._primitives import (F64_ABS, F64_FRAC_BITS, F64_SIGN, U64_0, U64_1, fold_odd_nb,
                           two_sum_err)
-from ._roundpack import RDN, RNA, RNE, RTO, RUP, SR
+from ._roundpack import RDN, RHU, RNA, RNE, RTO, RUP, SR
 from .rng import random_bits
 
 #: Operation codes of binary_kernel.  MUL_EXACT is mul for operands whose float64 product is
@@ -106,6 +106,7 @@ def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, base, rb
 # d low bits (a carry out of the fraction bumps the exponent field: 1.11..1 + ulp = 10.0):
 #   RNE: half - 1 + (last kept bit); RNA: half; RTZ: 0; RUP: low (= 2^d - 1) if v > 0;
 #   RDN: low if v < 0; RTO: no increment, then OR the last kept bit with "remainder != 0";
+#   RHU (ties toward +inf): half if v > 0, half - 1 if v < 0;
 #   SR with r random bits (r < d is enforced: r <= 51 - p = 50 - m < d): increment
 #   (u >> (64 - r)) << (d - r).  round_value rounds up iff floor(rem / 2^(d-r)) + A >= 2^r with
 #   A = u >> (64 - r); writing rem = hi 2^(d-r) + lo (lo < 2^(d-r)), rem + A 2^(d-r) =
@@ -205,6 +206,9 @@ def fast_binary_kernel(op, a, sa, b, sb, out, fp, mode, key, base, rbits, want_f
         c1 = _U1
     elif mode == RNA:
         c0 = half
+    elif mode == RHU:
+        c0 = half - _U1                     # ties toward +inf: half for positives (cpos = 1),
+        cpos = _U1                          # half - 1 (ties truncate) for negatives
     elif mode == RUP:
         cpos = low
     elif mode == RDN:

@@ -18,6 +18,7 @@ Pass 1, every element (the common case: normal range, a >= pattern(2^emin)).  Fl
   which is the next binade (1.11..1 + ulp = 10.0).  Increments, half = 2^(d-1), low = 2^d - 1:
       RNE half - 1 + (last kept bit);  RNA half;  RTZ 0;  RUP low if x > 0;  RDN low if x < 0;
       RTO none, then OR the last kept bit with "remainder != 0";
+      RHU half if x > 0 (ties grow the magnitude), half - 1 if x < 0 (ties truncate it);
       SR  (u >> (64 - k)) << (d - k) with k = min(r, d): the top k of the random bits u.
   SR proof: round_value rounds up iff floor(f * 2^r) + (u >> (64 - r)) >= 2^r, f = rem / 2^d.
   If r >= d: floor(f * 2^r) = rem * 2^(r-d) exactly; write u >> (64-r) = A * 2^(r-d) + B with
@@ -54,7 +55,8 @@ from numba import njit, prange
 
 from ._int32 import add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32, xor32
 from ._kernels_round import CHUNK, add_flag_counts
-from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RNA, RNE, RTO, RUP, SR, UNDERFLOW,
+from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
+                         UNDERFLOW,
                          overflow_result, round_value)
 from .rng import random_bits
 
@@ -87,9 +89,9 @@ def fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
     qscale = np.float32(1.0 if emin == -126 else np.ldexp(1.0, emin - m))
     return np.array([
         d, low, 0xFFFFFFFF ^ low,                        # 0-2: d, low, keep
-        {RNE: half - 1, RNA: half}.get(mode, 0),         # 3: c0
+        {RNE: half - 1, RNA: half, RHU: half - 1}.get(mode, 0),  # 3: c0
         1 if mode == RNE else 0,                         # 4: parity bit weight
-        low if mode == RUP else 0,                       # 5: cpos
+        low if mode == RUP else (1 if mode == RHU else 0),  # 5: cpos
         low if mode == RDN else 0,                       # 6: cneg
         (1 << d) if mode == RTO else 0,                  # 7: lsb OR-ed by RTO
         64 - k, d - k,                                   # 8-9: SR increment shifts
@@ -352,8 +354,10 @@ def _chunk(xs, os, base, c, P, fp, key, want_flags, counts):
     xm = xs[first:last + 1]
     om = os[first:last + 1]
     # Pass 2 pays off when many elements are marked (at least 1/8 of the span); a few, and
-    # those of stochastic rounding, go straight to round_value.
-    if is_sr or 8 * nspecial < xm.size or _special(xm, om, C, want_flags, counts, c) > 0:
+    # those of stochastic rounding and of RHU (whose variable-bit tiny path pass 2 does not
+    # have), go straight to round_value.
+    if is_sr or P[25] == RHU or 8 * nspecial < xm.size or \
+            _special(xm, om, C, want_flags, counts, c) > 0:
         _fixup(xm, om, base + first, c, P, fp, key, want_flags, counts)
 
 

@@ -19,9 +19,10 @@ Semantics (documented for users in softfloat/__init__.py):
 * Infinity in: exact for ieee formats.  For fn/none formats it is treated as an unboundedly large
   finite value, i.e. it overflows (see below).
 * Overflow (the value rounded with unbounded exponent exceeds the largest finite value): saturating
-  and "none" formats give +-max; otherwise RNE, RNA, SR, RUP (positive) and RDN (negative) give
-  +-Inf (NaN for fn formats, which have no Inf) and RTZ, RTO, RUP (negative), RDN (positive) give
-  +-max, as IEEE 754 section 7.4 prescribes for directed roundings.
+  and "none" formats give +-max; otherwise RNE, RNA, RHU, SR, RUP (positive) and RDN (negative)
+  give
+  +-Inf (NaN for fn formats, which have no Inf) and RTZ, RTO, RUP (negative), RDN (positive)
+  give +-max, as IEEE 754 section 7.4 prescribes for directed roundings.
 * Tininess is detected AFTER rounding (IEEE 754 option, as x86 SSE): a nonzero result is tiny when
   rounding the exact value to p bits with an unbounded exponent range gives a magnitude below
   2^emin.  Underflow is flagged when the result is tiny and inexact.  With subnormals=False
@@ -51,7 +52,7 @@ INVALID = 8
 DIVBYZERO = 16
 
 # Mode codes (must match softfloat.modes.Mode).
-RNE, RNA, RTZ, RUP, RDN, RTO, SR = 0, 1, 2, 3, 4, 5, 6
+RNE, RNA, RTZ, RUP, RDN, RTO, SR, RHU = 0, 1, 2, 3, 4, 5, 6, 7
 
 _U63 = F64_SIGN_SHIFT
 _U52 = F64_FRAC_BITS
@@ -86,6 +87,10 @@ def round_int(sig, drop, neg, mode, u, rbits):
     elif mode == RNA:
         if not below_half:
             q += U64_1
+    elif mode == RHU:
+        # Ties toward +inf: a positive tie grows the magnitude, a negative one truncates it.
+        if not below_half and (not is_half or not neg):
+            q += U64_1
     elif mode == RUP:
         if not neg:
             q += U64_1
@@ -116,7 +121,7 @@ def overflow_result(neg, mode, fp):
     if fp.saturate != 0 or infnan == 2:
         r = fp.maxval
     else:
-        to_inf = (mode == RNE or mode == RNA or mode == SR
+        to_inf = (mode == RNE or mode == RNA or mode == SR or mode == RHU
                   or (mode == RUP and not neg) or (mode == RDN and neg))
         if to_inf:
             r = np.inf if infnan == 0 else np.nan

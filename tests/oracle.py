@@ -48,8 +48,8 @@ __all__ = [
     "MODES",
 ]
 
-#: Mode names in the order of their stable codes (softfloat.modes.Mode): rne=0 ... sr=6.
-MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
+#: Mode names in the order of their stable codes (softfloat.modes.Mode): rne=0 ... sr=6, rhu=7.
+MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr", "rhu")
 
 
 class FormatParams:
@@ -122,6 +122,9 @@ def _round_to_quantum(a: Fraction, quantum: Fraction, mode: str, negative: bool,
     elif mode == "rto":
         up = False
         n |= 1                                      # truncate, then force the last bit odd
+    elif mode == "rhu":
+        # ties toward +inf: a tie rounds the magnitude up for positives, down for negatives
+        up = f > Fraction(1, 2) or (f == Fraction(1, 2) and not negative)
     elif mode == "sr":
         top = math.floor(f * 2 ** rbits)            # the r remainder bits below the last place
         up = top + (u >> (64 - rbits)) >= 2 ** rbits
@@ -133,7 +136,7 @@ def _round_to_quantum(a: Fraction, quantum: Fraction, mode: str, negative: bool,
 def _overflow(negative: bool, mode: str, p: FormatParams):
     if p.saturate or p.style == "none":
         return _to_float(p.max, negative), {"overflow", "inexact"}
-    to_inf = mode in ("rne", "rna", "sr") or (mode == "rup" and not negative) or \
+    to_inf = mode in ("rne", "rna", "sr", "rhu") or (mode == "rup" and not negative) or \
         (mode == "rdn" and negative)
     if not to_inf:
         return _to_float(p.max, negative), {"overflow", "inexact"}
@@ -147,7 +150,7 @@ def round_fraction(q, fmt, mode, *, u=None, rbits=None):
 
     q : Fraction (or int), a Python float, or one of the strings "nan", "+inf", "-inf";
         a signed zero is passed as the float 0.0 / -0.0 (Fraction(0) means +0).
-    mode : "rne", "rna", "rtz", "rup", "rdn", "rto" or "sr" (or its integer code 0..6)
+    mode : "rne", "rna", "rtz", "rup", "rdn", "rto", "sr" or "rhu" (or its integer code 0..7)
     u, rbits : for "sr": the 64 random bits of the element and how many of their top bits count.
     Flag names: "inexact", "underflow", "overflow", "invalid".
     """

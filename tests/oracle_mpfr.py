@@ -3,7 +3,7 @@
 Provides
     mpfr_op(op, args, fmt, mode) -> (Python float, set of flag names)
         op in {"add", "sub", "mul", "div", "sqrt", "fma"}, args the operand values (Python floats,
-        i.e. exact float64 values), mode one of "rne", "rna", "rtz", "rup", "rdn", "rto".
+        i.e. exact float64 values), mode one of "rne", "rna", "rtz", "rup", "rdn", "rto", "rhu".
 
 How MPFR is used (a context per call; nothing here shares code with softfloat's kernels or with
 tests/oracle.py):
@@ -15,17 +15,18 @@ tests/oracle.py):
   fixed quantum 2^(emin - m), which is IEEE gradual underflow.  The same operation in a context
   with an unbounded exponent range gives the p-bit rounding used for overflow and for tininess
   (after rounding), as IEEE 754 and softfloat define them.
-* rna and rto are not MPFR rounding modes: MPFR computes RO_k(x) for k = p + 8 (RNDZ at k bits,
-  then the last bit set when MPFR's inexact flag says bits were lost), and that dyadic number is
-  rounded to the format's quantum by integer arithmetic here (rna: up when the fraction is >= 1/2;
-  rto: truncate, then force the last bit odd when anything was lost).  Rounding RO_k(x) with
+* rna, rhu and rto are not MPFR rounding modes: MPFR computes RO_k(x) for k = p + 8 (RNDZ at k
+  bits, then the last bit set when MPFR's inexact flag says bits were lost), and that dyadic
+  number is rounded to the format's quantum by integer arithmetic here (rna: up when the fraction
+  is >= 1/2; rhu: up when it is > 1/2, or = 1/2 and the result is positive; rto: truncate, then
+  force the last bit odd when anything was lost).  Rounding RO_k(x) with
   k >= p + 2 to p bits is the same as rounding x (Boldo & Melquiond).
 * Specials come from MPFR's IEEE semantics: a NaN result with a NaN operand is a quiet NaN; a NaN
   result of non-NaN operands (inf - inf, 0 * inf, 0/0, inf/inf, sqrt(-x)) flags invalid; an
   infinite result flags divbyzero when MPFR's divide-by-zero flag says so; exact zeros take the
-  sign MPFR gives in the matching direction (RNDN for rne, rna, rto).
+  sign MPFR gives in the matching direction (RNDN for rne, rna, rhu, rto).
 * On top of MPFR, written out below: overflow per mode (saturating and "none" formats give +-max;
-  RNE, RNA, RUP for positive, RDN for negative give Inf, or NaN for fn formats; the other cases
+  RNE, RNA, RHU, RUP for positive, RDN for negative give Inf, or NaN for fn formats; the other cases
   give +-max); formats without subnormals flush every tiny result to a zero of its sign
   (underflow and inexact); infinite operands in fn/none formats overflow like a converted Inf;
   x / 0 in formats without Inf gives NaN (fn) or +-max (saturating, "none") flagging divbyzero
@@ -44,7 +45,7 @@ import gmpy2
 __all__ = ["MODES", "OPS", "mpfr_op"]
 
 OPS = ("add", "sub", "mul", "div", "sqrt", "fma")
-MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto")
+MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "rhu")
 
 _NATIVE = {"rne": gmpy2.RoundToNearest, "rtz": gmpy2.RoundToZero, "rup": gmpy2.RoundUp,
            "rdn": gmpy2.RoundDown}
@@ -89,8 +90,8 @@ def _floor_log2(a: Fraction) -> int:
     return e - 1 if a < Fraction(2) ** e else e
 
 
-def _round_manual(a: Fraction, quantum: Fraction, mode: str) -> Fraction:
-    """rna / rto of a magnitude a > 0 to a multiple of quantum."""
+def _round_manual(a: Fraction, quantum: Fraction, mode: str, neg: bool) -> Fraction:
+    """rna / rhu / rto of a magnitude a > 0 (of sign neg) to a multiple of quantum."""
     s = a / quantum
     n = s.numerator // s.denominator
     f = s - n
@@ -98,6 +99,9 @@ def _round_manual(a: Fraction, quantum: Fraction, mode: str) -> Fraction:
         return n * quantum
     if mode == "rna":
         return (n + 1) * quantum if f >= Fraction(1, 2) else n * quantum
+    if mode == "rhu":                                          # ties toward +inf
+        up = f > Fraction(1, 2) or (f == Fraction(1, 2) and not neg)
+        return (n + 1) * quantum if up else n * quantum
     return (n | 1) * quantum                                   # rto
 
 
@@ -125,7 +129,7 @@ def _overflow(neg, mode, F):
     fl = {"overflow", "inexact"}
     if F.sat or F.style == "none":
         return _to_float(F.max, neg), fl
-    to_inf = mode in ("rne", "rna") or (mode == "rup" and not neg) or (mode == "rdn" and neg)
+    to_inf = mode in ("rne", "rna", "rhu") or (mode == "rup" and not neg) or (mode == "rdn" and neg)
     if not to_inf:
         return _to_float(F.max, neg), fl
     if F.style == "ieee":
@@ -143,8 +147,8 @@ def _round_p(op, xs, F, mode):
     x = _ro(op, xs, F.p + 8)
     a, neg = abs(x), x < 0
     e = _floor_log2(a)
-    t = _round_manual(a, Fraction(2) ** (e - F.m), mode)
-    r = _round_manual(a, Fraction(2) ** (max(e, F.emin) - F.m), mode)
+    t = _round_manual(a, Fraction(2) ** (e - F.m), mode, neg)
+    r = _round_manual(a, Fraction(2) ** (max(e, F.emin) - F.m), mode, neg)
     return (-t, -r) if neg else (t, r)
 
 

@@ -32,7 +32,7 @@ from softfloat._arith import (
 from softfloat.rng import random_bits, seed_key
 
 FMTS = ("fp16", "bf16", "fp32", "e4m3fn", "e5m2")
-MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto")
+MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "rhu")
 OPS = ("add", "sub", "mul", "div", "sqrt", "fma")
 OPCODE = {op: i for i, op in enumerate(OPS)}
 FLAG_BITS = {"inexact": 1, "underflow": 2, "overflow": 4, "invalid": 8, "divbyzero": 16}

@@ -18,7 +18,7 @@ import oracle
 import softfloat as sf
 from softfloat import _kernels_round as K
 
-DET_MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto")
+DET_MODES = ("rne", "rna", "rtz", "rup", "rdn", "rto", "rhu")
 FLAGS = ("inexact", "underflow", "overflow", "invalid")
 
 PRESETS = [sf.get_format(n) for n in ("fp16", "bf16", "tf32", "e4m3fn", "e5m2", "fp32")]
@@ -194,7 +194,7 @@ def _dense_specials(fmt, rng, n=1 << 16):
                                  and f.man_bits < 23], ids=lambda f: f.name)
 def test_fast_float32_path_equals_generic_kernel(fmt):
     x = _dense_specials(fmt, np.random.default_rng(3))
-    for mode in range(7):
+    for mode in range(8):
         for rbits in ((1, 5, 24, 62) if mode == 6 else (None,)):
             kw = dict(seed=99, sr_bits=rbits) if mode == 6 else {}
             f1 = sf.Flags()
