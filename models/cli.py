@@ -127,7 +127,7 @@ def build_parser():
 
 def _train(args):
     from .config import load_config
-    from .rundir import prepare_run_dir
+    from .rundir import plan_run_dir, prepare_run_dir
     from .trainer import Trainer
 
     cfg = load_config(args.config)
@@ -136,10 +136,12 @@ def _train(args):
             raise ValueError(f"--steps must be >= 1, got {args.steps}")
         cfg["budget"]["steps"] = args.steps
     run_dir = args.out or os.path.join("runs", cfg["name"])
+    plan_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)   # refuse early
+    trainer = Trainer(cfg, run_dir=run_dir, progress=not args.no_progress, leave=True)
+    # delete only once the data and model are built: a config that fails keeps the old run
     removed = prepare_run_dir(run_dir, resume=args.resume, overwrite=args.overwrite)
     if removed:
         log.info("--overwrite: removed %s from %s", ", ".join(removed), run_dir)
-    trainer = Trainer(cfg, run_dir=run_dir, progress=not args.no_progress, leave=True)
     try:
         if args.resume:
             trainer.resume()

@@ -40,7 +40,7 @@ import math
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -136,9 +136,13 @@ def _float_edge(q, inclusive, *, below):
 
 def rounding_edges(fmt="fp16", mode="rne"):
     """The :class:`RoundingEdges` of a softfloat format (a Format or a preset name) in a
-    sign-symmetric mode (rne, rna, rtz); derived from the Format's fields alone."""
-    f = sf.get_format(fmt)
-    m = sf.parse_mode(mode).short
+    sign-symmetric mode (rne, rna, rtz); derived from the Format's fields alone (and cached:
+    the records are immutable)."""
+    return _rounding_edges(sf.get_format(fmt), sf.parse_mode(mode).short)
+
+
+@lru_cache(maxsize=None)
+def _rounding_edges(f, m):
     if m not in EDGE_MODES:
         raise ValueError(f"rounding_edges: mode {m!r} has no edges on |v|; accepted: "
                          f"{', '.join(EDGE_MODES)} (rup and rdn treat the two signs "

@@ -1,10 +1,11 @@
 """Run directories: what ``mpemu train --out RUN_DIR`` may write into, and what ``--overwrite``
 may delete.
 
-Provides :func:`prepare_run_dir` and :func:`run_files`.  A run directory holds the files a run
-writes and nothing else of ours: ``config.json``, ``history.json`` and ``checkpoint.ckpt``
-(written by ``train``), ``hist_*.png`` (written there by ``mpemu histogram RUN_DIR``) and, after
-a crash in the middle of a save, a ``.tmp-*.ckpt`` leftover.  The rules:
+Provides :func:`plan_run_dir` (the checks, no side effects), :func:`prepare_run_dir` (the checks,
+then the deletion ``--overwrite`` asks for) and :func:`run_files`.  A run directory holds the
+files a run writes and nothing else of ours: ``config.json``, ``history.json`` and
+``checkpoint.ckpt`` (written by ``train``), ``hist_*.png`` (written there by ``mpemu histogram
+RUN_DIR``) and, after a crash in the middle of a save, a ``.tmp-*.ckpt`` leftover.  The rules:
 
 * ``--out`` naming an existing file (not a directory) is an error;
 * an existing directory that already holds a run (any of the three run files) is refused unless
@@ -23,7 +24,8 @@ from __future__ import annotations
 import fnmatch
 import os
 
-__all__ = ["MARKERS", "RUN_FILE_PATTERNS", "RunDirError", "prepare_run_dir", "run_files"]
+__all__ = ["MARKERS", "RUN_FILE_PATTERNS", "RunDirError", "plan_run_dir", "prepare_run_dir",
+           "run_files"]
 
 #: Files whose presence makes a directory a run directory (written by every ``train``).
 MARKERS = ("config.json", "history.json", "checkpoint.ckpt")
@@ -43,9 +45,9 @@ def run_files(path):
                   and any(fnmatch.fnmatchcase(name, pat) for pat in RUN_FILE_PATTERNS))
 
 
-def prepare_run_dir(path, *, resume=False, overwrite=False):
-    """Check (and with ``overwrite`` clear) ``path`` before a run writes into it; returns the
-    names of the files deleted.  See the module docstring for the rules."""
+def plan_run_dir(path, *, resume=False, overwrite=False):
+    """Check ``path`` before a run writes into it, without touching it; returns the names of
+    the files ``--overwrite`` will delete (empty otherwise).  See the module docstring."""
     path = os.fspath(path)
     if resume and overwrite:
         raise RunDirError("--resume continues the run in the directory and --overwrite deletes "
@@ -72,7 +74,12 @@ def prepare_run_dir(path, *, resume=False, overwrite=False):
                 f"{', '.join(MARKERS)}), so nothing in it is deleted; name a new or empty "
                 "directory, or a run directory")
         return []
-    doomed = run_files(path)
+    return run_files(path)
+
+
+def prepare_run_dir(path, *, resume=False, overwrite=False):
+    """:func:`plan_run_dir`, then delete the files it names; returns their names."""
+    doomed = plan_run_dir(path, resume=resume, overwrite=overwrite)
     for name in doomed:
-        os.unlink(os.path.join(path, name))
+        os.unlink(os.path.join(os.fspath(path), name))
     return doomed

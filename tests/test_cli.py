@@ -204,6 +204,20 @@ def test_overwrite_refuses_a_directory_that_is_not_a_run(tmp_path, capsys):
     assert sorted(os.listdir(other)) == ["hist_x.png", "thesis.tex"]
 
 
+def test_overwrite_keeps_the_old_run_when_the_new_one_cannot_start(tmp_path, capsys):
+    cfg = _config(tmp_path, budget={"steps": 1, "eval_every": 1, "eval_batches": 1})
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(cfg), "--out", str(run), "--no-progress"]) == 0
+    before = sorted(os.listdir(run))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"model": {"type": "mlp"},
+                               "data": {"name": "mnist", "path": str(tmp_path / "none")}}))
+    assert main(["train", "--config", str(bad), "--out", str(run), "--overwrite",
+                 "--no-progress"]) == 2
+    assert "data directory not found" in capsys.readouterr().err
+    assert sorted(os.listdir(run)) == before
+
+
 def test_out_naming_a_file_is_a_clear_error(tmp_path, capsys):
     cfg = _config(tmp_path)
     f = tmp_path / "afile"
