@@ -21,18 +21,6 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_numba_thread():
-    import numba
-    from threadpoolctl import threadpool_limits
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    numba.set_num_threads(old)
-
-
 def _section(heading):
     """The README text from ``heading`` to the next heading of the same or a higher level."""
     level = heading.split()[0]
