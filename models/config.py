@@ -76,7 +76,6 @@ MODEL_SCHEMA = {
 MODEL_SCHEMA["gru"] = MODEL_SCHEMA["lstm"]
 
 
-
 def _fp16_field(key, default):
     """A schema Field for one key of DeepSpeed's "fp16" block: the loss scales are numbers
     (DeepSpeed's defaults write them as the integers 0 and 1); the other keys keep the type of
@@ -155,7 +154,7 @@ SCHEMA = {
     },
     "opt_level": Field(str, None, nullable=True, choices=("O0", "O1", "O2", "O3")),
     # DeepSpeed's "fp16" block: its keys and defaults are scalers.config's (the one place that
-    # translates it); the values are checked there too (_check_fp16), the types here.
+    # translates it); its values are checked there (resolve_fp16_block), the types here.
     "fp16": {key: _fp16_field(key, value) for key, value in FP16_DEFAULTS.items()},
     "bf16": {"enabled": Field(bool, False)},
 }

@@ -107,7 +107,8 @@ class Trainer:
         self.lost_counts = [0, 0]       # [lost, non-zero gradient elements] over applied steps
         self.failure = None             # why training stopped early, if it did
         self.wall_s = 0.0
-        self.saved_step = None          # the step of the checkpoint on disk (None: none yet)
+        self.saved_step = None          # the step of the last checkpoint saved or resumed
+        self.saved_path = None          # ... and its file (None: none yet)
 
     # ----- one step -------------------------------------------------------------------------
     def _scale(self):
@@ -349,29 +350,28 @@ class Trainer:
     def save(self, path=None):
         path = path or os.path.join(self.run_dir, CHECKPOINT)
         out = save_checkpoint(path, self.state_dict())
-        self.saved_step = self.step_no
+        self.saved_step, self.saved_path = self.step_no, path
         return out
 
     def resume(self, path=None):
         """Restore ``path`` (default RUN_DIR/checkpoint.ckpt); returns the step reached."""
         path = path or os.path.join(self.run_dir or ".", CHECKPOINT)
         self.load_state_dict(load_checkpoint(path))
-        self.saved_step = self.step_no
+        self.saved_step, self.saved_path = self.step_no, path
         log.info("%s: resumed from %s at step %d", self.label, path, self.step_no)
         return self.step_no
 
     def interrupt_message(self):
         """What an interruption (Ctrl-C) leaves behind: the step of the checkpoint on disk, or
         that nothing was saved."""
-        where = os.path.join(self.run_dir, CHECKPOINT) if self.run_dir else None
-        if where is None:
+        if self.saved_path is None and not self.run_dir:
             return f"interrupted at step {self.step_no}; nothing was saved (no run directory)"
-        if self.saved_step is None:
+        if self.saved_path is None:
             every = self.cfg["checkpoint"]["every"]
             when = (f"the first was due at step {every}" if every else
                     "checkpoint.every is 0: only the end of training saves one")
             return (f"interrupted at step {self.step_no}; nothing was saved (no checkpoint "
                     f"yet: {when})")
         return (f"interrupted at step {self.step_no}; the checkpoint of step "
-                f"{self.saved_step} is in {where} (resume continues from step "
+                f"{self.saved_step} is in {self.saved_path} (resume continues from step "
                 f"{self.saved_step})")
