@@ -371,6 +371,16 @@ def test_histogram_errors_name_the_file(tmp_path, capsys):
         capsys.readouterr().err
     assert main(["histogram", str(tmp_path / "nowhere")]) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err
+    old_layout = {"name": "w", "exp_min": -3, "counts": [1, 0, 2], "zeros": 1, "nonfinite": 0,
+                  "samples": 2, "total": 4, "underflow_by_log2_scale": [0] * 33,
+                  "overflow_by_log2_scale": [0] * 33}
+    (bad / "history.json").write_text(json.dumps({
+        "name": "x", "final": {"final_scale": 1.0}, "history": {},
+        "histograms": {"weight_grad": old_layout}}))
+    assert main(["histogram", str(bad), "--format", "bf16", "--out", str(tmp_path)]) == 2
+    assert "weight_grad histogram was recorded for fp16 only, not bf16" in \
+        capsys.readouterr().err
+    assert main(["histogram", str(bad), "--out", str(tmp_path)]) == 0      # fp16 still draws
 
 
 def test_histogram_help_names_history_json():
