@@ -7,7 +7,8 @@
   and a tiny transformer language model, on autograd;
 - ``models.config``: the JSON run config (apex opt_level and DeepSpeed fp16/bf16 blocks accepted);
 - ``models.trainer``: training with precision policies, master weights, loss scalers,
-  instrumentation, atomic checkpoints and bit-identical resume;
+  instrumentation, atomic checksummed checkpoints (``models.checkpoint``) and bit-identical
+  resume; ``models.rundir``: what a run may write into and ``--overwrite`` may delete;
 - ``models.figures``: PNG figures (loss curves, scale trajectories, exponent histograms);
 - ``models.histogram_cli``: ``mpemu histogram RUN_DIR``;
 - ``models.repro``: the paper's study at small scale (``reproduce``: studies, findings and their

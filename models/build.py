@@ -27,6 +27,8 @@ from scalers import (
     from_deepspeed_config,
 )
 
+from .config import DEEPSPEED_SCALER_KEYS
+
 __all__ = ["GroupedMixed", "make_mixed", "make_optimizer", "make_policy", "make_scaler"]
 
 
@@ -73,11 +75,10 @@ def make_scaler(cfg):
             block = dict(cfg["fp16"])
             block["loss_scale"] = 0
             return from_deepspeed_config({"fp16": block})
-        return DynamicLossScaler.deepspeed(
-            initial_scale_power=_power_of_two(s["init_scale"], "scaler.init_scale"),
-            loss_scale_window=s["growth_interval"], hysteresis=s["hysteresis"],
-            consecutive_hysteresis=s["consecutive_hysteresis"],
-            min_loss_scale=s["min_scale"] or 1.0)
+        args = {theirs: s[ours] for ours, theirs in DEEPSPEED_SCALER_KEYS.items()}
+        args["initial_scale_power"] = _power_of_two(s["init_scale"], "scaler.init_scale")
+        args["min_loss_scale"] = s["min_scale"] or 1.0
+        return DynamicLossScaler.deepspeed(**args)
     if kind == "backoff":
         return DynamicLossScaler.openseq2seq_backoff(
             scale_min=s["min_scale"] or 1.0, scale_max=s["max_scale"] or 2.0 ** 24,

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .histograms import FP16, ExponentHistogram
+from .histograms import EXP_MIN, ExponentHistogram
 
 __all__ = ["plot_exponent_histogram", "plot_loss_curves", "plot_scale_trajectories", "smooth"]
 
@@ -150,56 +150,101 @@ def plot_scale_trajectories(runs, path, *, title):
         return _save(fig, path)
 
 
-def plot_exponent_histogram(hist, path, *, title, log2_scale=0, what="gradient"):
-    """The paper-style histogram: share of values per log2 bin, a separate zero bin, the fp16
-    normal and subnormal ranges shaded, the flush-to-zero region and the effect of a loss scale
-    2^log2_scale (the fp16 underflow boundary moves left by log2_scale binades)."""
+def _hist_bands(edges, lo, hi):
+    """(x0, x1, colour, alpha, label) of the bands on a log2 axis [lo, hi] for one format and
+    mode: rounds to 0, subnormal range, normal range, overflows; clipped to the axis, and
+    dropped (with their legend entries) where nothing of them is on it."""
+    f = edges.fmt
+    name, mode = f.name, edges.mode
+    z_txt, o_txt = edges.describe()
+    z, o = math.log2(edges.zero), math.log2(edges.overflow)
+    tie = {"rne": f"; the tie {_pow2(edges.zero)} goes to the even neighbour, "
+                  f"{'0' if edges.zero_inclusive else 'not 0'}",
+           "rna": "; the tie goes away from 0", "rtz": ""}[mode]
+    bands = [(lo, z, "#E41A1C", 0.14, f"rounds to 0 in {name} ({mode}): |v| {z_txt}{tie}")]
+    if f.subnormals:
+        bands.append((z, f.emin, "#E69F00", 0.18,
+                      f"{name} subnormals [2^{f.emin - f.man_bits}, 2^{f.emin})"))
+    bands += [(f.emin if f.subnormals else z, o, "#009E73", 0.12,
+               f"{name} normal range [2^{f.emin}, {f.max:g}]"),
+              (o, hi, "#7F7F7F", 0.22, f"overflows in {name} ({mode}): |v| {o_txt}")]
+    return [(max(a, lo), min(b, hi), c, al, lab) for a, b, c, al, lab in bands
+            if min(b, hi) > max(a, lo)]
+
+
+def _pow2(q):
+    """2^e when q is a power of two, else its value."""
+    e = math.log2(q)
+    return f"2^{int(e)}" if e == int(e) else f"{float(q):.6g}"
+
+
+def plot_exponent_histogram(hist, path, *, title, log2_scale=0, what="gradient", fmt="fp16"):
+    """The paper-style histogram: share of values per log2 bin (the bar at e covers
+    [2^e, 2^(e+1)) on a continuous log2 axis), a separate bar of exact zeros, and for the target
+    format ``fmt`` (recorded in ``hist``; rounding ``hist.mode``) the bands where values round to
+    0, to subnormals, to normals and overflow, from models.histograms.rounding_edges: the "rounds
+    to 0" band ends exactly at the format's edge (fp16 RNE: 2^-25, the tie included).  Lines mark
+    where the edges move after a loss scale 2^log2_scale.  Bands and lines that fall off the axis
+    are not drawn and not in the legend; the legend and the numbers sit beside the axes."""
+    from .histograms import rounding_edges
+
     if isinstance(hist, dict):
         hist = ExponentHistogram.from_dict(hist)
+    name = hist.format_name(fmt)
+    edges = rounding_edges(hist.edges[name].fmt, hist.mode)
     plt = _pyplot()
     import matplotlib as mpl
 
     total = max(hist.total, 1)
     nz = np.flatnonzero(hist.counts)
-    exps = np.arange(hist.counts.size) + (-149)
-    lo = int(exps[nz[0]]) if nz.size else -30
-    hi = int(exps[nz[-1]]) if nz.size else 0
-    lo, hi = min(lo, -30), max(hi, 0)
-    shown = (exps >= lo) & (exps <= hi)
-    frac = dict(hist.fractions(0))
-    scaled = hist.fractions(log2_scale)
+    exps = np.arange(hist.counts.size) + EXP_MIN
+    d_lo = int(exps[nz[0]]) if nz.size else -30
+    d_hi = int(exps[nz[-1]]) + 1 if nz.size else 1
+    lo, hi = min(d_lo, -30), max(d_hi, 1)
+    # the format's edges join the axis when they are near the data (within 20 binades)
+    for x in (math.log2(edges.zero), math.log2(edges.overflow)):
+        if lo - 20 <= x < lo:
+            lo = math.floor(x) - 1
+        if hi < x <= hi + 20:
+            hi = math.ceil(x) + 1
+    shown = (exps >= d_lo) & (exps < d_hi)
+    frac = hist.fractions(0, name)
+    scaled = hist.fractions(log2_scale, name)
     with mpl.rc_context(_rc()):
-        fig, ax = plt.subplots(figsize=(10, 4.2))
-        x_zero = lo - 3
-        ax.axvspan(lo - 0.5, FP16["min_subnormal_exp"] - 0.5, color="#E41A1C", alpha=0.12,
-                   label="below 2^-24: becomes 0 in fp16")
-        ax.axvspan(FP16["min_subnormal_exp"] - 0.5, FP16["min_normal_exp"] - 0.5,
-                   color="#E69F00", alpha=0.18, label="fp16 subnormal [2^-24, 2^-14)")
-        ax.axvspan(FP16["min_normal_exp"] - 0.5, FP16["max_exp"] + 0.5, color="#009E73",
-                   alpha=0.12, label="fp16 normal [2^-14, 65504]")
-        pct = 100.0 * hist.counts[shown] / total
-        ax.bar(exps[shown], pct, width=0.85, color="#0072B2", label=f"{what} values")
-        ax.bar([x_zero], [100.0 * hist.zeros / total], width=0.85, color="#4D4D4D",
-               label="exactly zero")
+        fig, ax = plt.subplots(figsize=(9, 4.4))
+        for x0, x1, colour, alpha, label in _hist_bands(edges, lo, hi + 0.5):
+            ax.axvspan(x0, x1, color=colour, alpha=alpha, lw=0, label=label)
+        ax.bar(exps[shown], 100.0 * hist.counts[shown] / total, width=0.9, align="edge",
+               color="#0072B2", label=f"{what} values")
+        x_zero = lo - 4
+        ax.bar([x_zero], [100.0 * hist.zeros / total], width=0.9, align="edge",
+               color="#4D4D4D", label="exactly zero (left bar)")
+        ax.axvline(lo - 1.5, color="black", lw=0.8)
         if log2_scale:
-            edge = FP16["min_subnormal_exp"] - 1 - log2_scale + 0.5
-            ax.axvline(edge, color="#CC79A7", lw=2, ls="--",
-                       label=f"underflow edge after scaling by 2^{log2_scale}")
+            z_op = "<=" if edges.zero_inclusive else "<"
+            o_op = ">=" if edges.overflow_inclusive else ">"
+            for edge, style, op, verb in ((edges.zero, "--", z_op, "rounds to 0"),
+                                          (edges.overflow, ":", o_op, "overflows")):
+                x = math.log2(edge) - log2_scale
+                if lo <= x <= hi:      # a line off the axis is neither drawn nor in the legend
+                    ax.axvline(x, color="#CC79A7", lw=2, ls=style,
+                               label=f"{verb} after x2^{log2_scale}: |v| {op} "
+                                     f"{_pow2(edge / 2 ** log2_scale)}")
         ax.set_yscale("log")
-        ticks = [x_zero] + list(range(lo - lo % 5 + 5 if lo % 5 else lo, hi + 1, 5))
-        ax.set_xticks(ticks)
-        ax.set_xticklabels(["0"] + [str(t) for t in ticks[1:]])
-        ax.set_xlim(x_zero - 1, max(hi, FP16["max_exp"]) + 1)
-        ax.set_xlabel("log2(|value|) (bin e holds 2^e <= |v| < 2^(e+1)); left bar: zeros")
+        step = 5 if hi - lo <= 80 else 20
+        ticks = list(range(math.ceil(lo / step) * step, math.floor(hi) + 1, step))
+        ax.set_xticks([x_zero + 0.45] + ticks)
+        ax.set_xticklabels(["zeros"] + [str(t) for t in ticks])
+        ax.set_xlim(x_zero - 0.5, hi + 0.5)
+        ax.set_xlabel("log2|v| (the bar at e holds 2^e <= |v| < 2^(e+1)); left bar: exact zeros")
         ax.set_ylabel("% of all values (log scale)")
         ax.set_title(title)
         text = (f"values: {hist.total:,} from {hist.samples} tensors\n"
                 f"exactly zero: {100 * frac['zero']:.1f}%\n"
-                f"become 0 in fp16, unscaled: {100 * frac['underflow_fp16']:.2f}%\n"
-                f"become 0 after x2^{log2_scale}: {100 * scaled['underflow_fp16']:.2f}%\n"
-                f"overflow after x2^{log2_scale}: {100 * scaled['overflow_fp16']:.3f}%")
-        ax.text(0.99, 0.97, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                f"become 0 in {name}, unscaled: {100 * frac['underflow']:.2f}%\n"
+                f"become 0 after x2^{log2_scale}: {100 * scaled['underflow']:.2f}%\n"
+                f"overflow after x2^{log2_scale}: {100 * scaled['overflow']:.3f}%")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0)
+        ax.text(1.01, 0.0, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
                 bbox={"facecolor": "white", "edgecolor": "#7F7F7F", "alpha": 0.95})
-        ax.legend(loc="upper left", fontsize=7)
-        fig.tight_layout()
         return _save(fig, path)

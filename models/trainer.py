@@ -21,7 +21,8 @@ unscaled).
 Determinism and resume: every random draw comes from seeded generators whose state is saved in
 the checkpoint (engine generator, stochastic-rounding counter, batch sampler), so a run resumed
 from a checkpoint produces the same bits as one that was never interrupted.  Checkpoints are
-written atomically (models.checkpoint); Ctrl-C stops the loop and leaves the last one intact.
+written atomically with a checksum (models.checkpoint); Ctrl-C stops the loop and leaves the last
+one intact (:meth:`Trainer.interrupt_message` says which step it holds, or that none was saved).
 
 Imports numpy, tqdm, autograd, scalers (via models.build) and models.*.
 """
@@ -106,6 +107,8 @@ class Trainer:
         self.lost_counts = [0, 0]       # [lost, non-zero gradient elements] over applied steps
         self.failure = None             # why training stopped early, if it did
         self.wall_s = 0.0
+        self.saved_step = None          # the step of the last checkpoint saved or resumed
+        self.saved_path = None          # ... and its file (None: none yet)
 
     # ----- one step -------------------------------------------------------------------------
     def _scale(self):
@@ -241,6 +244,11 @@ class Trainer:
         """Train to budget.steps (from wherever a resume left off); returns result()."""
         b = self.cfg["budget"]
         every_ckpt = self.cfg["checkpoint"]["every"]
+        if self.step_no > b["steps"]:
+            # history.json would record a config that asks for fewer steps than were trained
+            raise ValueError(f"this run is already at step {self.step_no} (resumed from its "
+                             f"checkpoint), beyond budget.steps {b['steps']}; ask for at least "
+                             f"{self.step_no} steps (mpemu train --steps)")
         if self.run_dir:
             os.makedirs(self.run_dir, exist_ok=True)
             with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as fh:
@@ -273,10 +281,8 @@ class Trainer:
                     self.save()
             if self.history["eval_step"][-1] != self.step_no:
                 self._record_eval()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:   # the caller says what was saved: interrupt_message()
             bar.close()
-            log.warning("%s: interrupted at step %d; the last checkpoint is intact",
-                        self.label, self.step_no)
             raise
         bar.close()
         self.wall_s = time.perf_counter() - t0
@@ -343,11 +349,29 @@ class Trainer:
 
     def save(self, path=None):
         path = path or os.path.join(self.run_dir, CHECKPOINT)
-        return save_checkpoint(path, self.state_dict())
+        out = save_checkpoint(path, self.state_dict())
+        self.saved_step, self.saved_path = self.step_no, path
+        return out
 
     def resume(self, path=None):
         """Restore ``path`` (default RUN_DIR/checkpoint.ckpt); returns the step reached."""
         path = path or os.path.join(self.run_dir or ".", CHECKPOINT)
         self.load_state_dict(load_checkpoint(path))
+        self.saved_step, self.saved_path = self.step_no, path
         log.info("%s: resumed from %s at step %d", self.label, path, self.step_no)
         return self.step_no
+
+    def interrupt_message(self):
+        """What an interruption (Ctrl-C) leaves behind: the step of the checkpoint on disk, or
+        that nothing was saved."""
+        if self.saved_path is None and not self.run_dir:
+            return f"interrupted at step {self.step_no}; nothing was saved (no run directory)"
+        if self.saved_path is None:
+            every = self.cfg["checkpoint"]["every"]
+            when = (f"the first was due at step {every}" if every else
+                    "checkpoint.every is 0: only the end of training saves one")
+            return (f"interrupted at step {self.step_no}; nothing was saved (no checkpoint "
+                    f"yet: {when})")
+        return (f"interrupted at step {self.step_no}; the checkpoint of step "
+                f"{self.saved_step} is in {self.saved_path} (resume continues from step "
+                f"{self.saved_step})")

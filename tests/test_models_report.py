@@ -34,8 +34,8 @@ def test_histogram_fractions_match_exact_fp16_cast(k):
     h.add(v[7000:])
     finite = v[np.isfinite(v) & (v != 0)]
     fate = fp16_fate(finite, 2.0 ** k)
-    assert int(h.underflow[k]) == fate["zero"]
-    assert int(h.overflow[k]) == fate["inf"]
+    assert int(h.underflow["fp16"][k]) == fate["zero"]
+    assert int(h.overflow["fp16"][k]) == fate["inf"]
     assert h.zeros == int(np.count_nonzero(v == 0))
     assert h.nonfinite == int(np.count_nonzero(~np.isfinite(v)))
     assert h.total == v.size

@@ -192,6 +192,8 @@ def test_ctrl_c_leaves_last_checkpoint(tmp_path, monkeypatch):
         t.fit()
     state = ckpt.load_checkpoint(tmp_path / CHECKPOINT)
     assert state["step"] == 4
+    assert t.interrupt_message() == (f"interrupted at step 5; the checkpoint of step 4 is in "
+                                     f"{tmp_path / CHECKPOINT} (resume continues from step 4)")
     assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT, "config.json"]
 
 
