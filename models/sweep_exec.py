@@ -59,6 +59,8 @@ log = logging.getLogger("models.sweep")
 RESULT = "result.json"
 STATUSES = ("ok", "diverged", "failed", "pending")
 _FINISHED = ("ok", "diverged")
+_UMASK = os.umask(0o022)    # read it (the only way) and put it back at once
+os.umask(_UMASK)
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-=,~")
 
 
@@ -75,6 +77,7 @@ def atomic_path(path):
         yield tmp
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)      # mkstemp makes 0600; give what open() would
         os.replace(tmp, path)
     except BaseException:   # KeyboardInterrupt included: never leave the temporary file
         with contextlib.suppress(FileNotFoundError):

@@ -167,6 +167,10 @@ def test_rows_are_bit_identical_to_train_alone(swept, tmp_path, one_thread, caps
     assert "| O2 | dynamic | 2 ok |" in summary and " ± " in summary
     for png in ("metric.png", "loss.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name in ("results.csv", "summary.md", "sweep.json", f"runs/{rows[0]['run_id']}/result.json"):
+        assert (out / name).stat().st_mode & 0o777 == 0o666 & ~umask, name   # not mkstemp's 0600
 
 
 def test_interrupted_sweep_resumes_to_the_same_results(swept, client, tmp_path, monkeypatch):
