@@ -116,16 +116,21 @@ def config_keys():
     return out
 
 
+def _read_json(path, what, where=""):
+    """The JSON in file ``path``; FileNotFoundError / SpecError name ``what`` and ``where``."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{where}{what} not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"{where}{path}: not valid JSON: {exc}") from None
+
+
 def load_spec(path):
     """Read and resolve a spec file (a relative ``base.config`` is read from its folder)."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"spec file not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            raw = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"{path}: not valid JSON: {exc}") from None
+    raw = _read_json(path, "spec file")
     default = os.path.splitext(os.path.basename(path))[0]
     try:
         return resolve_spec(raw, root=os.path.dirname(os.path.abspath(path)),
@@ -182,13 +187,7 @@ def _base(base, root):
     path = base["config"]
     if root is not None and not os.path.isabs(path):
         path = os.path.join(root, path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"base.config: file not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            loaded = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"base.config: {path}: not valid JSON: {exc}") from None
+    loaded = _read_json(path, "file", "base.config: ")
     if not isinstance(loaded, dict):
         raise SpecError(f"base.config: {path}: must hold a JSON object")
     return loaded
