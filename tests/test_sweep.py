@@ -260,9 +260,9 @@ def test_scheduler_failed_and_diverged_runs(client, tmp_path, capsys):
 
 
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(client, tmp_path):
-    spec = {"name": "long", "base": {**BASE, "budget": {"steps": 300, "eval_every": 100,
+    spec = {"name": "long", "base": {**BASE, "budget": {"steps": 150, "eval_every": 50,
                                                         "eval_batches": 1},
-                                     "checkpoint": {"every": 10}},
+                                     "checkpoint": {"every": 5}},
             "grid": {"seed": [0, 1, 2]}}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
