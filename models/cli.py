@@ -4,6 +4,7 @@
     mpemu train --config FILE [--out RUN_DIR] [--resume | --overwrite] [--steps N] [--no-progress]
     mpemu reproduce [--quick] [--out DIR] [--only MODEL[,MODEL]] [--no-progress]
     mpemu histogram RUN_DIR [--out DIR] [--format FMT] [--scale-log2 K | --step N]
+    mpemu sweep --spec SPEC.json --out DIR [--workers N] [--scheduler ADDRESS] [--no-progress]
 
 ``train`` runs one configuration (JSON) and writes ``RUN_DIR/{config.json, history.json,
 checkpoint.ckpt}``; ``--resume`` continues from the checkpoint bit-identically; a directory that
@@ -12,6 +13,7 @@ files a run writes) says what to do with it.  ``reproduce`` is the main job: eve
 of the paper's study on built-in data, then ``report.md``, ``results.json`` and the figures.
 ``histogram`` reads RUN_DIR/history.json, draws the gradient exponent histograms the run recorded
 (paper Figures 2b and 3) for a target format and prints the underflow fractions.
+``sweep`` runs an experiment grid on Dask (models.sweep; exit code 1 when a run failed).
 
 Exit codes: 0 success; 2 bad arguments, config, run directory or damaged file (the message names
 the key or file); 3 the training failed: it stopped early -- the weights or the loss became
@@ -107,6 +109,15 @@ def build_parser():
                    help="comma-separated model keys to run (mlp, master, cnn, lstm, transformer)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    s = sub.add_parser("sweep", help="run an experiment grid (a spec) on a Dask cluster")
+    s.add_argument("--spec", required=True, help="sweep spec JSON (see models/sweep_spec.py)")
+    s.add_argument("--out", required=True, help="output folder; rerun to resume")
+    s.add_argument("--workers", type=int, default=None,
+                   help="worker processes of the local cluster (default: the core count)")
+    s.add_argument("--scheduler", default=None,
+                   help="address of an existing Dask scheduler, e.g. tcp://host:8786")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     h = sub.add_parser("histogram", help="gradient exponent histograms of a training run "
                                          "(reads RUN_DIR/history.json)")
     h.add_argument("run_dir", metavar="RUN_DIR",
@@ -181,6 +192,12 @@ def _reproduce(args):
     return 0
 
 
+def _sweep(args):
+    from .sweep import sweep_command
+
+    return sweep_command(args)
+
+
 def _histogram(args):
     from .histogram_cli import histogram_command
 
@@ -204,7 +221,8 @@ def main(argv=None):
     from .checkpoint import CheckpointError
     from .schema import ConfigError
 
-    commands = {"train": _train, "reproduce": _reproduce, "histogram": _histogram}
+    commands = {"train": _train, "reproduce": _reproduce, "histogram": _histogram,
+                "sweep": _sweep}
     try:
         return commands[args.command](args)
     except KeyboardInterrupt:

@@ -7,18 +7,23 @@ Agg backend (no display needed).  Every figure has an opaque white background, b
 palette of mid-luminance colours with distinct line styles, so it reads the same in light and
 dark viewers and in greyscale.
 
+For experiment grids (models.sweep): :func:`plot_metric_by_setting` and :func:`plot_loss_bands`
+(the mean and spread over seeds of each setting).
+
 Imports numpy and models.histograms at module level; matplotlib only inside functions.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
 from .histograms import EXP_MIN, ExponentHistogram
 
-__all__ = ["plot_exponent_histogram", "plot_loss_curves", "plot_scale_trajectories", "smooth"]
+__all__ = ["plot_exponent_histogram", "plot_loss_bands", "plot_loss_curves",
+           "plot_metric_by_setting", "plot_scale_trajectories", "smooth"]
 
 # Okabe-Ito (colour-blind safe) plus darker extras; all readable on white.
 _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
@@ -247,4 +252,118 @@ def plot_exponent_histogram(hist, path, *, title, log2_scale=0, what="gradient",
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, borderaxespad=0)
         ax.text(1.01, 0.0, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=8,
                 bbox={"facecolor": "white", "edgecolor": "#7F7F7F", "alpha": 0.95})
+        return _save(fig, path)
+
+
+def _band_stack(curves):
+    """Equal-length rows from curves of different lengths (a run stopped early), NaN-padded."""
+    n = max(len(c) for c in curves)
+    out = np.full((len(curves), n), np.nan)
+    for i, c in enumerate(curves):
+        out[i, :len(c)] = c
+    return out
+
+
+def _mean_std(rows):
+    """Mean and sample standard deviation (ddof=1; 0 where one value) of the finite values of
+    each column; NaN where a column has none."""
+    rows = np.where(np.isfinite(rows), rows, np.nan)
+    n = np.sum(np.isfinite(rows), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nansum(rows, axis=0) / n
+        var = np.nansum((rows - mean) ** 2, axis=0) / np.maximum(n - 1, 1)
+    mean[n == 0] = np.nan
+    return mean, np.sqrt(var)
+
+
+def plot_metric_by_setting(settings, path, *, title, metric_name="accuracy"):
+    """The final metric of each setting of a grid: mean with error bars of one sample standard
+    deviation over its seeds, and every seed's value as a dot.
+
+    settings: list of (label, values) with values the final metric of each seed (NaN for a run
+    that diverged: left out of mean and bars, counted in the label).
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(settings) + 2), 4.2))
+        for i, (_, values) in enumerate(settings):
+            v = np.asarray(values, dtype=np.float64)
+            ok = v[np.isfinite(v)]
+            color = _style(i)["color"]
+            if ok.size:
+                mean, std = _mean_std(ok[:, None])
+                ax.errorbar([i], mean, yerr=std, fmt="s", ms=7, capsize=6, lw=1.6, color=color)
+                jitter = (np.arange(ok.size) - (ok.size - 1) / 2) * 0.06
+                ax.plot(i + 0.18 + jitter, ok, "o", ms=4, color=color, alpha=0.7)
+        labels = []
+        for label, values in settings:
+            v = np.asarray(values, dtype=np.float64)
+            bad = int(np.count_nonzero(~np.isfinite(v)))
+            labels.append(label.replace(", ", "\n") + (f"\n({bad} non-finite)" if bad else ""))
+        ax.set_xticks(range(len(settings)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_xlim(-0.6, len(settings) - 0.4)
+        ax.set_ylabel(f"final held-out {metric_name}")
+        ax.set_title(f"{title}\nmean and one standard deviation over seeds (squares, bars); "
+                     "each seed (dots)", fontsize=9)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_loss_bands(settings, path, *, title, metric_name="accuracy"):
+    """Training loss (moving average) and held-out metric of each setting of a grid: the mean
+    over its seeds as a line and a band of one sample standard deviation around it.
+
+    settings: list of (label, histories) with the history dicts of the setting's seeds
+    ({"step", "loss", "eval_step", "eval_metric"}).  Non-finite values are left out of the mean
+    (a run that stopped early simply ends); the moving average is plot_loss_curves's.  Where
+    mean - std is not positive the band starts at the lowest seed instead (losses are positive,
+    and the axis may be logarithmic).
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.6))
+        handles, lo, hi = [], math.inf, 0.0
+        for i, (label, hists) in enumerate(settings):
+            hists = [h for h in hists if h["loss"]]
+            if not hists:
+                continue
+            style = _style(i)
+            longest = max(hists, key=lambda h: len(h["step"]))
+            window = max(1, len(longest["step"]) // 25)
+            loss = _band_stack([smooth(h["loss"], window) for h in hists])
+            mean, std = _mean_std(loss)
+            steps = np.asarray(longest["step"])
+            ok = mean[np.isfinite(mean) & (mean > 0)]
+            if ok.size:
+                lo, hi = min(lo, float(ok.min())), max(hi, float(ok.max()))
+            (line,) = ax1.plot(steps, mean, lw=1.3, label=f"{label} ({len(hists)} seeds)",
+                               **style)
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)     # all-NaN columns
+                low = np.where(mean - std > 0, mean - std, np.nanmin(loss, axis=0))
+            ax1.fill_between(steps, low, mean + std, color=style["color"], alpha=0.18, lw=0)
+            handles.append(line)
+            longest = max(hists, key=lambda h: len(h["eval_step"]))
+            ev = _band_stack([np.asarray(h["eval_metric"], dtype=np.float64) for h in hists])
+            mean, std = _mean_std(ev)
+            ax2.plot(longest["eval_step"], mean, marker="o", ms=3, lw=1.2, **style)
+            ax2.fill_between(longest["eval_step"], mean - std, mean + std,
+                             color=style["color"], alpha=0.18, lw=0)
+        if hi > 3 * lo:
+            ax1.set_yscale("log")
+        ax1.set_xlabel("step")
+        ax1.set_ylabel("training loss (moving average" + (", log scale)" if hi > 3 * lo else ")"))
+        ax1.set_title("training loss: mean over seeds, band ±1 standard deviation")
+        ax2.set_xlabel("step")
+        ax2.set_ylabel(metric_name)
+        ax2.set_title(f"held-out {metric_name}: mean, band ±1 standard deviation")
+        fig.suptitle(title)
+        fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=7,
+                   bbox_to_anchor=(0.5, -0.02))
+        fig.tight_layout(rect=(0, 0.03 + 0.035 * ((len(handles) + 1) // 2), 1, 1))
         return _save(fig, path)
