@@ -28,10 +28,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import psutil
 import pytest
 
 from models.checkpoint import arrays_equal, load_checkpoint
+from models.idx import write_idx
 from models.cli import main
 from models.sweep import SpecError, local_cluster, run
 from models.sweep_exec import load_record, load_result
@@ -232,9 +234,22 @@ def test_changed_spec_is_refused_and_added_values_run(swept, client, tmp_path):
         run(SPEC, tmp_path / "stray", client)
 
 
+def _fake_mnist(directory):
+    """A tiny MNIST in IDX files (80 train, 20 test images of random pixels)."""
+    rng = np.random.default_rng(0)
+    directory.mkdir(parents=True)
+    for split, n in (("train", 80), ("t10k", 20)):
+        write_idx(directory / f"{split}-images-idx3-ubyte.gz",
+                  rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(directory / f"{split}-labels-idx1-ubyte.gz",
+                  rng.integers(0, 10, n, dtype=np.uint8))
+
+
 def test_scheduler_failed_and_diverged_runs(client, tmp_path, capsys):
-    spec = {"name": "faults", "base": {**BASE, "data": {"path": str(tmp_path / "nowhere")}},
-            "grid": {"data.name": ["digits", "mnist"], "optimizer.lr": [0.1, 1e30]},
+    good, missing = tmp_path / "good", tmp_path / "missing"
+    _fake_mnist(good)
+    spec = {"name": "faults", "base": {**BASE, "data": {"name": "mnist", "batch_size": 16}},
+            "grid": {"data.path": [str(good), str(missing)], "optimizer.lr": [0.1, 1e30]},
             "steps": 3}
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
@@ -243,16 +258,18 @@ def test_scheduler_failed_and_diverged_runs(client, tmp_path, capsys):
                  "--scheduler", client.scheduler.address])
     assert code == 1
     assert "4 runs (1 ok, 1 diverged, 2 failed" in capsys.readouterr().out
-    rows = {r["run_id"]: r for r in _rows(out / "results.csv")}
-    assert rows["data=digits,lr=0.1"]["status"] == "ok"
-    bad = rows["data=digits,lr=1e+30"]
+    rows = {(r["data.path"], float(r["optimizer.lr"])): r for r in _rows(out / "results.csv")}
+    assert rows[str(good), 0.1]["status"] == "ok"
+    bad = rows[str(good), 1e30]
     assert bad["status"] == "diverged" and bad["error"].startswith("weights became non-finite")
-    for rid in ("data=mnist,lr=0.1", "data=mnist,lr=1e+30"):
-        assert rows[rid]["status"] == "failed" and rows[rid]["eval_loss"] == ""
-        assert rows[rid]["error"].startswith("FileNotFoundError: data directory not found")
-        assert "Traceback" in load_record(out / "runs" / rid)["traceback"]
-    assert "- `data=mnist,lr=0.1`: failed: FileNotFoundError" in (out / "summary.md").read_text()
-    eval_loss = load_result(out / "runs" / "data=digits,lr=1e+30")["history"]["eval_loss"]
+    for lr in (0.1, 1e30):
+        row = rows[str(missing), lr]
+        assert row["status"] == "failed" and row["eval_loss"] == ""
+        assert row["error"].startswith("FileNotFoundError: data directory not found")
+        assert "Traceback" in load_record(out / "runs" / row["run_id"])["traceback"]
+        assert f"- `{row['run_id']}`: failed: FileNotFoundError" in \
+            (out / "summary.md").read_text()
+    eval_loss = load_result(out / "runs" / bad["run_id"])["history"]["eval_loss"]
     assert math.isnan(eval_loss[-1])        # "nan" in history.json, a float again
     # the existing cluster was used, and is still there
     assert len(client.scheduler_info()["workers"]) == 2
