@@ -1,9 +1,14 @@
 """The engine's only door to softfloat: formats, roundings, correctly rounded arithmetic, GEMMs.
 
+No other module of autograd imports softfloat (tests/test_structure.py checks it): what they need
+of it passes through here.
+
 Provides
+- softfloat's vocabulary: :class:`Format`, :class:`Mode`, :func:`parse_mode`, :func:`derive_seed`;
 - format lookup and ordering: :func:`get_fmt`, :func:`contains` (every value of one format lies
   on another's grid), :func:`widest` (the type-promotion rule);
 - :func:`round_to`: one rounding of an array onto a format's grid in the policy's mode;
+  :func:`round_in`: the same with an explicit mode and seed (the optimizer's roundings);
 - :func:`arith` and :func:`sqrt`: correctly rounded + - * / and square root in a format;
 - :func:`tc_matmul`: the GEMM a precision policy selects (host BLAS, a ``softfloat.tensorcore``
   model, or the DFP-16 integer GEMM of ``softfloat.dfp``);
@@ -28,16 +33,28 @@ import softfloat as sf
 __all__ = [
     "F32",
     "F64",
+    "Format",
+    "Mode",
     "arith",
     "contains",
+    "derive_seed",
     "get_fmt",
+    "parse_mode",
     "reset_sr_stream",
+    "round_in",
     "round_to",
     "sqrt",
     "tc_matmul",
     "to_carrier",
     "widest",
 ]
+
+#: softfloat's format record, rounding-mode enum, mode parser and seed mixer, as the engine uses
+#: them (policies, optimizers, the RNG).
+Format = sf.Format
+Mode = sf.Mode
+parse_mode = sf.parse_mode
+derive_seed = sf.derive_seed
 
 F32 = sf.get_format("fp32")
 F64 = sf.get_format("fp64")
@@ -206,6 +223,17 @@ def round_to(x, fmt: sf.Format, policy=None) -> np.ndarray:
     seed = _next_seed(policy) if mode == _SR else None
     out = sf.round(x, fmt, mode, seed=seed)
     return np.asarray(out).reshape(x.shape)
+
+
+def round_in(x, fmt: sf.Format, mode, *, seed: int | None = None,
+             sr_bits: int | None = None) -> np.ndarray:
+    """``softfloat.round(x, fmt, mode, seed=, sr_bits=)``: one rounding of x onto fmt's grid in
+    an explicit mode (seed and sr_bits for mode "sr" only), for code that keys its own random
+    streams (the optimizer's master-to-storage roundings) instead of the policy's."""
+    kw = {} if seed is None else {"seed": seed}
+    if sr_bits is not None:
+        kw["sr_bits"] = sr_bits
+    return sf.round(x, fmt, mode, **kw)
 
 
 # ----- correctly rounded arithmetic -------------------------------------------------------------

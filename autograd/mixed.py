@@ -19,7 +19,7 @@ A step, in order (docs/loss-scaling.md, 5):
 
 The scaler is duck-typed (`scale`, `unscale_`, `update`, `get_scale`, `state_dict`,
 `load_state_dict`, optional `skip_on_overflow`), so this module never imports scalers/.
-Imports numpy, softfloat and autograd.optim only.
+Imports numpy, autograd._backend (the engine's door to softfloat) and autograd.optim only.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-import softfloat as sf
-
+from . import _backend as B
 from .optim import Optimizer
 
 __all__ = ["MixedPrecisionOptimizer", "StepResult"]
@@ -122,7 +121,7 @@ class MixedPrecisionOptimizer:
             if not callable(getattr(self.scaler, name, None)):
                 raise TypeError(f"scaler has no method {name}(); pass a scalers.* loss scaler "
                                 "or None")
-        self.rounding = sf.parse_mode(rounding)
+        self.rounding = B.parse_mode(rounding)
         for name, flag in (("master_weights", master_weights), ("kahan", kahan)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
@@ -137,9 +136,9 @@ class MixedPrecisionOptimizer:
             raise ValueError("max_grad_norm must be a finite number > 0 or None, got "
                              f"{max_grad_norm!r}")
         self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
-        self.seed = sf.derive_seed(seed)  # validates: an int in 0..2^64-1
+        self.seed = B.derive_seed(seed)  # validates: an int in 0..2^64-1
         self._seed_arg, self.sr_bits = int(seed), sr_bits
-        if sr_bits is not None and self.rounding != sf.Mode.SR:
+        if sr_bits is not None and self.rounding != B.Mode.SR:
             raise ValueError("sr_bits is only meaningful with rounding='sr'")
 
         self.params = [p for _, p, _ in optimizer._indexed()]
@@ -157,16 +156,16 @@ class MixedPrecisionOptimizer:
         self._found_inf = False
 
     @staticmethod
-    def _storage_format(i: int, p, storage) -> sf.Format:
+    def _storage_format(i: int, p, storage) -> B.Format:
         if storage is None and getattr(p, "fmt", None) is None:
             raise ValueError(f"parameter {i} has no .fmt; pass storage= (e.g. 'fp16')")
-        fmt = sf.get_format(p.fmt if storage is None else storage)
+        fmt = B.get_fmt(p.fmt if storage is None else storage)
         if np.dtype(fmt.carrier_dtype) != np.float32:
             raise ValueError(f"storage format {fmt.name} does not fit in float32 masters")
         if p.data.dtype != np.float32:
             raise TypeError(f"parameter {i}: model data must be a float32 carrier, "
                             f"got {p.data.dtype}")
-        if not np.array_equal(sf.round(p.data, fmt, "rne"), p.data, equal_nan=True):
+        if not np.array_equal(B.round_in(p.data, fmt, "rne"), p.data, equal_nan=True):
             raise ValueError(f"parameter {i} is not on the {fmt.name} grid; cast the model to the "
                              "storage format before wrapping the optimizer")
         return fmt
@@ -236,10 +235,10 @@ class MixedPrecisionOptimizer:
     def _round(self, x: np.ndarray, i: int) -> np.ndarray:
         """One rounding into the storage format; SR draws from a stream keyed by (seed, step, i)."""
         fmt = self.formats[i]
-        if self.rounding == sf.Mode.SR:
-            return sf.round(x, fmt, self.rounding, seed=sf.derive_seed(self.seed, self.steps, i),
+        if self.rounding == B.Mode.SR:
+            return B.round_in(x, fmt, self.rounding, seed=B.derive_seed(self.seed, self.steps, i),
                             sr_bits=self.sr_bits)
-        return sf.round(x, fmt, self.rounding)
+        return B.round_in(x, fmt, self.rounding)
 
     def _apply_in_storage(self, i: int, slot: _Slot, mult: float, delta: np.ndarray) -> None:
         w = slot.data
@@ -255,7 +254,7 @@ class MixedPrecisionOptimizer:
         t = self._round(_sum_round_to_odd(u, y.astype(np.float64)), i)
         if self.kahan:
             lost = (t.astype(np.float64) - u).astype(np.float32)  # exact when t, u within 2x
-            np.copyto(c, sf.round(lost - y, self.formats[i], "rne"))
+            np.copyto(c, B.round_in(lost - y, self.formats[i], "rne"))
         np.copyto(w, t)
 
     # -- checkpoints -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ Gradients of tensors stored in ``activation_format`` are stored in ``gradient_fo
 tensors keep gradients in their own format.  The backward pass follows the policy that was active
 when each op ran forward.
 
-Imports numpy, softfloat and autograd._backend only.
+Imports the standard library and autograd._backend (the engine's door to softfloat) only.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass, field
-
-import softfloat as sf
 
 from . import _backend as B
 
@@ -96,12 +94,12 @@ class Policy:
     loss_scale: object = 1.0
     seed: int = 0
     # Resolved objects, derived from the fields above (not compared, not serialised).
-    act: sf.Format = field(init=False, repr=False, compare=False)
-    grad: sf.Format = field(init=False, repr=False, compare=False)
-    compute: sf.Format | None = field(init=False, repr=False, compare=False)
-    accumulation_fmt: sf.Format = field(init=False, repr=False, compare=False)
-    model: sf.Format = field(init=False, repr=False, compare=False)
-    mode: sf.Mode = field(init=False, repr=False, compare=False)
+    act: B.Format = field(init=False, repr=False, compare=False)
+    grad: B.Format = field(init=False, repr=False, compare=False)
+    compute: B.Format | None = field(init=False, repr=False, compare=False)
+    accumulation_fmt: B.Format = field(init=False, repr=False, compare=False)
+    model: B.Format = field(init=False, repr=False, compare=False)
+    mode: B.Mode = field(init=False, repr=False, compare=False)
     _fp32: frozenset = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -112,7 +110,7 @@ class Policy:
             fmt = _format_field(f, getattr(self, f))
             put(self, f, fmt.name)
         comp = self.compute_format
-        if isinstance(comp, sf.Format):
+        if isinstance(comp, B.Format):
             comp = comp.name
         if not isinstance(comp, str):
             raise TypeError(f"compute_format must be a format name or 'dfp16', got {comp!r}")
@@ -131,7 +129,7 @@ class Policy:
             raise ValueError(f"fp32_ops: unknown op(s) {bad}; accepted: {', '.join(OP_NAMES)} "
                              f"(Tensor Core ops {', '.join(TC_OPS)} follow compute_format)")
         put(self, "fp32_ops", ops)
-        put(self, "mode", sf.parse_mode(self.rounding))
+        put(self, "mode", B.parse_mode(self.rounding))
         put(self, "rounding", self.mode.short)
         if comp == "dfp16" and self.mode not in B.DFP_ROUNDINGS:
             raise ValueError(f"rounding {self.rounding!r} has no DFP-16 quantizer counterpart; "
@@ -154,20 +152,20 @@ class Policy:
         put(self, "_fp32", frozenset(ops))
 
     # ----- the rules ------------------------------------------------------------------------
-    def op_format(self, op: str, *fmts: sf.Format) -> sf.Format:
+    def op_format(self, op: str, *fmts: B.Format) -> B.Format:
         """Format a non-Tensor-Core op computes and stores its result in, given its inputs'."""
         f = fmts[0] if len(fmts) == 1 else B.widest(*fmts)
         if op in self._fp32:
             f = B.widest(f, B.F32)
         return f
 
-    def grad_fmt_for(self, fmt: sf.Format) -> sf.Format:
+    def grad_fmt_for(self, fmt: B.Format) -> B.Format:
         """Storage format of the gradient of a tensor stored in ``fmt``."""
         act = self.act
         return self.grad if (fmt is act or (fmt.name == act.name and fmt == act)) else fmt
 
     @property
-    def tc_grad_fmt(self) -> sf.Format:
+    def tc_grad_fmt(self) -> B.Format:
         """Storage of the gradients a Tensor Core op produces for its (compute-format) inputs:
         the backward of the input cast, as in autocast, where the weight gradient of an fp16
         matmul is an fp16 tensor before it is widened to the fp32 weight's format."""
@@ -219,7 +217,7 @@ class Policy:
         return False
 
 
-def _format_field(field_name: str, value) -> sf.Format:
+def _format_field(field_name: str, value) -> B.Format:
     try:
         return B.get_fmt(value)
     except (TypeError, ValueError) as e:

@@ -283,7 +283,7 @@ def test_each_parameter_keeps_its_own_format():
 
 
 def test_works_with_autograd_parameter():
-    from autograd.tensor import Parameter
+    from autograd import Parameter
 
     p = Parameter(np.ones(16), fmt="fp16")
     opt = MixedPrecisionOptimizer(Adam([p], lr=1e-3), DynamicLossScaler(init_scale=2.0**8))

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import functional as F
-from ..tensor import Parameter, Tensor
+from .._tensor import Parameter, Tensor
 from .layers import Dropout, LayerNorm, Linear, _positive, uniform
 from .module import Module
 

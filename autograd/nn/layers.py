@@ -20,7 +20,7 @@ import numpy as np
 from .. import _rng
 from .. import functional as F
 from ..ops.conv import pair
-from ..tensor import Parameter, Tensor
+from .._tensor import Parameter, Tensor
 from .module import Module
 
 __all__ = [

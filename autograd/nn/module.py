@@ -2,10 +2,11 @@
 
 Provides :class:`Module` (parameters, buffers and submodules registered by attribute assignment;
 ``parameters()``, ``named_parameters()``, ``state_dict()``, ``load_state_dict()``, ``train()`` /
-``eval()``, ``zero_grad()``) and the per-model precision policy: ``model.set_policy("O2")`` casts
-the parameters to the policy's model format (batch-norm kept in fp32 when the policy says so)
-and runs every forward of the model, and so its backward, under that policy; like apex, such a
-model takes its float inputs in the model format and returns outputs of at least fp32.
+``eval()``, ``zero_grad()``, ``register_forward_hook()``) and the per-model precision policy:
+``model.set_policy("O2")`` casts the parameters to the policy's model format (batch-norm kept in
+fp32 when the policy says so) and runs every forward of the model, and so its backward, under
+that policy; like apex, such a model takes its float inputs in the model format and returns
+outputs of at least fp32.
 
 Imports numpy and the engine's own modules only.
 """
@@ -16,9 +17,8 @@ import numpy as np
 
 from .. import _backend as B
 from .. import functional as F
-from .. import instrument as _instrument
 from ..policy import Policy, get_policy
-from ..tensor import Parameter, Tensor
+from .._tensor import Parameter, RemovableHandle, Tensor
 
 __all__ = ["Module"]
 
@@ -36,6 +36,7 @@ class Module:
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_policy", None)
+        object.__setattr__(self, "_forward_hooks", {})
 
     # ----- registration ---------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -89,10 +90,23 @@ class Module:
             with pol:
                 args = tuple(_cast_input(a, pol) for a in args)
                 out = _cast_output(self.forward(*args, **kwargs))
-        rec = _instrument.ACTIVE[0]
-        if rec is not None:
-            rec._on_module_output(self, out)
+        hooks = self.__dict__["_forward_hooks"]
+        if hooks:
+            for hook in tuple(hooks.values()):
+                res = hook(self, args, out)
+                if res is not None:
+                    out = res
         return out
+
+    def register_forward_hook(self, hook) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every call of this module (torch's
+        signature; a non-None return value replaces the output).  Observers such as
+        ``autograd.instrument.Recorder`` register themselves this way: the module calls exactly
+        the hooks it was given.  ``handle.remove()`` unregisters."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return RemovableHandle(self.__dict__["_forward_hooks"], hook)
 
     # ----- traversal ----------------------------------------------------------------------------
     def named_modules(self, prefix: str = ""):

@@ -5,6 +5,9 @@ max softmax log_softmax), shape (reshape transpose indexing concat stack embeddi
 (matmul, linear: Tensor Core ops), conv (conv2d via im2col + the GEMM, max/avg pooling), norm
 (batch_norm, layer_norm), losses (cross_entropy, mse, dropout).
 
+Importing this package attaches the operators and op methods to ``Tensor`` (each module attaches
+its own at its end): ``autograd/__init__`` imports it before anything else uses a Tensor.
+
 Imports numpy and the engine's own modules only.
 """
 
