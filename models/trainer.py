@@ -94,7 +94,7 @@ class Trainer:
         self.model.set_policy(self.policy)
         self.scaler = make_scaler(c)
         self.mixed = make_mixed(c, self.model, self.policy, self.scaler)
-        # the wrapper's order: slots (masters) line up with it, also for GroupedMixed
+        # the wrapper's order: slots (masters) line up with it
         self.params = list(self.mixed.params)
         self.sampler = BatchSampler(self.ds, batch_size=c["data"]["batch_size"],
                                     seed=c["seed"] + 1, seq_len=self.seq_len)
@@ -185,11 +185,8 @@ class Trainer:
 
     def _stored(self):
         """Where each parameter's value is kept between steps, in self.params order: the fp32
-        master where its wrapper keeps one, else the parameter itself."""
-        out = []
-        for w in getattr(self.mixed, "wrappers", [self.mixed]):
-            out += w.slots if w.master_weights else w.params
-        return out
+        master where the wrapper keeps one, else the parameter itself."""
+        return self.mixed.stored()
 
     def _inject_overflow(self):
         """A simulated gradient overflow: the first element of the first gradient becomes +Inf
