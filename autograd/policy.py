@@ -17,7 +17,7 @@ Gradients of tensors stored in ``activation_format`` are stored in ``gradient_fo
 tensors keep gradients in their own format.  The backward pass follows the policy that was active
 when each op ran forward.
 
-Imports the standard library and autograd._backend (the engine's door to softfloat) only.
+Imports the standard library, numpy and autograd._backend (the engine's door to softfloat) only.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import contextlib
 import dataclasses
 import json
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from . import _backend as B
 
@@ -64,8 +66,10 @@ _O2_FP32 = ("batch_norm", "cross_entropy", "mse")
 
 @dataclass(frozen=True)
 class Policy:
-    """A precision policy.  Formats are softfloat preset names ("fp16", "bf16", "e4m3fn", ...);
-    ``compute_format`` may also be "dfp16" (then ``accumulation`` must be "dfp16").
+    """A precision policy.  Formats are softfloat preset names ("fp16", "bf16", "e4m3fn", ...)
+    or softfloat.Format objects (a custom format is kept as the object; ``to_dict`` writes it as
+    a dict of its constructor fields, which the constructor accepts back); ``compute_format``
+    may also be "dfp16" (then ``accumulation`` must be "dfp16").
 
     name: label shown when printed.  activation_format / gradient_format: storage of Tensor Core
     outputs and of their gradients.  compute_format: inputs of Tensor Core ops.  accumulation:
@@ -81,14 +85,14 @@ class Policy:
     """
 
     name: str = "custom"
-    activation_format: str = "fp32"
-    gradient_format: str = "fp32"
-    compute_format: str = "fp32"
+    activation_format: str | B.Format = "fp32"
+    gradient_format: str | B.Format = "fp32"
+    compute_format: str | B.Format = "fp32"
     accumulation: str = "native"
-    accumulation_format: str = "fp32"
+    accumulation_format: str | B.Format = "fp32"
     rounding: str = "rne"
     fp32_ops: tuple = ()
-    model_format: str = "fp32"
+    model_format: str | B.Format = "fp32"
     keep_batchnorm_fp32: bool = False
     master_weights: bool = False
     loss_scale: object = 1.0
@@ -106,15 +110,15 @@ class Policy:
         put = object.__setattr__
         if not isinstance(self.name, str) or not self.name:
             raise TypeError("Policy name must be a non-empty string")
+        resolved = {}
         for f in _FORMAT_FIELDS:
-            fmt = _format_field(f, getattr(self, f))
-            put(self, f, fmt.name)
+            resolved[f], value = _format_field(f, getattr(self, f))
+            put(self, f, value)
         comp = self.compute_format
-        if isinstance(comp, B.Format):
-            comp = comp.name
-        if not isinstance(comp, str):
-            raise TypeError(f"compute_format must be a format name or 'dfp16', got {comp!r}")
-        comp = "dfp16" if comp.lower() == "dfp16" else _format_field("compute_format", comp).name
+        if isinstance(comp, str) and comp.strip().lower() == "dfp16":
+            comp = "dfp16"
+        else:
+            resolved["compute_format"], comp = _format_field("compute_format", comp)
         put(self, "compute_format", comp)
         if self.accumulation not in ACCUMULATIONS:
             raise ValueError(f"unknown accumulation {self.accumulation!r}; accepted: "
@@ -144,11 +148,11 @@ class Policy:
         for f in ("keep_batchnorm_fp32", "master_weights"):
             if not isinstance(getattr(self, f), bool):
                 raise TypeError(f"{f} must be a bool, got {getattr(self, f)!r}")
-        put(self, "act", B.get_fmt(self.activation_format))
-        put(self, "grad", B.get_fmt(self.gradient_format))
-        put(self, "compute", None if comp == "dfp16" else B.get_fmt(comp))
-        put(self, "accumulation_fmt", B.get_fmt(self.accumulation_format))
-        put(self, "model", B.get_fmt(self.model_format))
+        put(self, "act", resolved["activation_format"])
+        put(self, "grad", resolved["gradient_format"])
+        put(self, "compute", resolved.get("compute_format"))
+        put(self, "accumulation_fmt", resolved["accumulation_format"])
+        put(self, "model", resolved["model_format"])
         put(self, "_fp32", frozenset(ops))
 
     # ----- the rules ------------------------------------------------------------------------
@@ -173,9 +177,19 @@ class Policy:
 
     # ----- records --------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        return {f.name: (list(getattr(self, f.name)) if f.name == "fp32_ops"
-                         else getattr(self, f.name))
-                for f in dataclasses.fields(self) if f.init}
+        """The fields as JSON-ready values: format fields as preset names, or a custom format
+        as a dict of its constructor fields ({"name": "e3m4", "exp_bits": 3, ...})."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if not f.init:
+                continue
+            v = getattr(self, f.name)
+            if f.name == "fp32_ops":
+                v = list(v)
+            elif f.name in _FORMAT_FIELDS or f.name == "compute_format":
+                v = _format_json(v)
+            out[f.name] = v
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> Policy:
@@ -200,10 +214,11 @@ class Policy:
 
     def __str__(self):
         ops = ", ".join(self.fp32_ops) or "none"
-        return (f"Policy {self.name}: activations {self.activation_format}, gradients "
-                f"{self.gradient_format}, Tensor Core ops {self.compute_format} inputs with "
-                f"{self.accumulation} accumulation into {self.accumulation_format}, rounding "
-                f"{self.rounding}, fp32 ops [{ops}], model {self.model_format}"
+        return (f"Policy {self.name}: activations {_label(self.activation_format)}, gradients "
+                f"{_label(self.gradient_format)}, Tensor Core ops {_label(self.compute_format)} "
+                f"inputs with {self.accumulation} accumulation into "
+                f"{_label(self.accumulation_format)}, rounding {self.rounding}, fp32 ops [{ops}], "
+                f"model {_label(self.model_format)}"
                 f"{' (batch-norm fp32)' if self.keep_batchnorm_fp32 else ''}, master weights "
                 f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}")
 
@@ -217,11 +232,50 @@ class Policy:
         return False
 
 
-def _format_field(field_name: str, value) -> B.Format:
+#: The constructor fields of softfloat.Format: a custom format is serialised as these.
+_FORMAT_KEYS = tuple(f.name for f in dataclasses.fields(B.Format) if f.init)
+
+
+def _format_field(field_name: str, value) -> tuple:
+    """(the Format, the value the field keeps) for a format field given as a preset name or
+    alias, a softfloat.Format, or a dict of the Format's constructor fields (the JSON form of a
+    custom format).  The field keeps the preset's canonical name when the format IS that preset
+    (equal to it, name included), else the Format object itself: a custom format such as
+    Format("e3m4", 3, 4) is never looked up by name again."""
+    if isinstance(value, dict):
+        extra = sorted(set(value) - set(_FORMAT_KEYS))
+        if extra:
+            raise ValueError(f"Policy {field_name}: unknown Format field(s) {extra}; accepted: "
+                             f"{', '.join(_FORMAT_KEYS)}")
+        try:
+            value = B.Format(**value)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"Policy {field_name}: {e}") from None
     try:
-        return B.get_fmt(value)
+        fmt = B.get_fmt(value)
     except (TypeError, ValueError) as e:
         raise type(e)(f"Policy {field_name}: {e}") from None
+    try:
+        preset = B.get_fmt(fmt.name)
+    except ValueError:
+        preset = None
+    return fmt, (fmt.name if preset == fmt else fmt)
+
+
+def _format_json(value):
+    """A format field's JSON form: the preset name, or the custom Format's constructor fields."""
+    if isinstance(value, str):
+        return value
+    out = {}
+    for k in _FORMAT_KEYS:
+        v = getattr(value, k)
+        out[k] = bool(v) if isinstance(v, (bool, np.bool_)) else (
+            int(v) if isinstance(v, np.integer) else v)
+    return out
+
+
+def _label(value) -> str:
+    return value if isinstance(value, str) else value.name
 
 
 PRESETS: dict[str, Policy] = {p.name: p for p in (
