@@ -6,8 +6,10 @@ explicit precision policy, on top of softfloat.
   ``autograd._tensor`` and the op modules of ``autograd.ops`` attach its operators;
 - ``autograd.functional`` (alias ``F``): every op with its VJP;
 - ``autograd.nn``: modules with PyTorch's weight layouts;
-- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64) and
-  :func:`use_policy`;
+- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64, and the fp8
+  recipes fp8_delayed, fp8_current) and :func:`use_policy`;
+- ``autograd.recipes``: Transformer Engine's per-tensor fp8 recipes (DelayedScaling,
+  Float8CurrentScaling), their state and instrumentation;
 - ``autograd.instrument``: per-layer histograms and underflow/overflow fractions;
 - ``autograd.gradcheck``: float64 central-difference gradient checks.
 
@@ -15,7 +17,7 @@ Imports numpy and softfloat only; never scalers, models or matplotlib.
 """
 
 from . import ops  # first: attaches the operators (+, @, x[i], .sum()...) to Tensor
-from . import functional, instrument, nn, policy
+from . import functional, instrument, nn, policy, recipes
 from . import functional as F
 from ._rng import default_generator, get_rng_state, manual_seed, set_rng_state
 from ._tensor import (
@@ -65,6 +67,7 @@ __all__ = [
     "no_grad",
     "ops",
     "policy",
+    "recipes",
     "set_default_policy",
     "set_rng_state",
     "tensor",

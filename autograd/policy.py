@@ -2,10 +2,12 @@
 
 Provides the :class:`Policy` record (printable, JSON round-trip), the presets named after apex
 (``O0`` fp32, ``O1`` cast by op lists, ``O2`` fp16 model with fp32 master weights and fp32
-batch-norm, ``O3`` pure fp16) plus ``bf16``, ``dfp16`` and ``fp64`` (the unrounded float64
-reference used by the gradient checks), :func:`get_policy` (by name, record or dict, with
-overrides), :func:`use_policy` / ``with policy:`` to activate one for a block of code, and
-:func:`current_policy`.  A model carries its own with ``Module.set_policy``.
+batch-norm, ``O3`` pure fp16) plus ``bf16``, ``dfp16``, ``fp64`` (the unrounded float64
+reference used by the gradient checks) and the fp8 training recipes ``fp8_delayed`` and
+``fp8_current`` (Transformer Engine's, autograd/recipes.py), :func:`get_policy` (by name,
+record, dict or recipe, with overrides), :func:`use_policy` / ``with policy:`` to activate one
+for a block of code, and :func:`current_policy`.  A model carries its own with
+``Module.set_policy``.
 
 The op classes:
 - Tensor Core ops (``TC_OPS``: matmul, linear, conv2d) round their inputs to ``compute_format``,
@@ -17,7 +19,8 @@ Gradients of tensors stored in ``activation_format`` are stored in ``gradient_fo
 tensors keep gradients in their own format.  The backward pass follows the policy that was active
 when each op ran forward.
 
-Imports the standard library, numpy and autograd._backend (the engine's door to softfloat) only.
+Imports the standard library, numpy, autograd._backend (the engine's door to softfloat) and
+autograd.recipes only.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _backend as B
+from . import recipes as _recipes
 
 __all__ = [
     "ACCUMULATIONS",
@@ -82,6 +86,10 @@ class Policy:
     format of parameters and input tensors.  keep_batchnorm_fp32: batch-norm parameters stay fp32
     when a model is cast.  master_weights: the optimizer should keep fp32 master weights.
     loss_scale: "dynamic" or a number, read by trainers.  seed: base seed for mode "sr".
+    recipe: None, or an fp8 training recipe (``autograd.recipes.DelayedScaling`` /
+    ``Float8CurrentScaling``, or its ``to_dict()`` form): the GEMMs of Linear layers and of
+    attention's input projection then run on fp8 operands with per-tensor scales (see
+    autograd/recipes.py); every other op follows the fields above.
     """
 
     name: str = "custom"
@@ -97,6 +105,7 @@ class Policy:
     master_weights: bool = False
     loss_scale: object = 1.0
     seed: int = 0
+    recipe: object = None
     # Resolved objects, derived from the fields above (not compared, not serialised).
     act: B.Format = field(init=False, repr=False, compare=False)
     grad: B.Format = field(init=False, repr=False, compare=False)
@@ -148,6 +157,17 @@ class Policy:
         for f in ("keep_batchnorm_fp32", "master_weights"):
             if not isinstance(getattr(self, f), bool):
                 raise TypeError(f"{f} must be a bool, got {getattr(self, f)!r}")
+        rec = self.recipe
+        if isinstance(rec, dict):
+            rec = _recipes.recipe_from_dict(rec)
+            put(self, "recipe", rec)
+        if rec is not None and not isinstance(rec, tuple(_recipes.RECIPES.values())):
+            raise TypeError(f"recipe must be None or one of "
+                            f"{', '.join(_recipes.RECIPES)} (autograd.recipes), got "
+                            f"{type(rec).__name__}")
+        if rec is not None and self.accumulation == "dfp16":
+            raise ValueError("an fp8 recipe runs its GEMMs on a Tensor Core model or 'native', "
+                             "not with accumulation 'dfp16'")
         put(self, "act", resolved["activation_format"])
         put(self, "grad", resolved["gradient_format"])
         put(self, "compute", resolved.get("compute_format"))
@@ -188,6 +208,8 @@ class Policy:
                 v = list(v)
             elif f.name in _FORMAT_FIELDS or f.name == "compute_format":
                 v = _format_json(v)
+            elif f.name == "recipe" and v is not None:
+                v = v.to_dict()
             out[f.name] = v
         return out
 
@@ -220,7 +242,8 @@ class Policy:
                 f"{_label(self.accumulation_format)}, rounding {self.rounding}, fp32 ops [{ops}], "
                 f"model {_label(self.model_format)}"
                 f"{' (batch-norm fp32)' if self.keep_batchnorm_fp32 else ''}, master weights "
-                f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}")
+                f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}"
+                f"{'' if self.recipe is None else f', fp8 recipe {self.recipe}'}")
 
     # ----- activation for a block of code ---------------------------------------------------
     def __enter__(self):
@@ -289,6 +312,14 @@ PRESETS: dict[str, Policy] = {p.name: p for p in (
     Policy("bf16", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32, model_format="bf16",
            keep_batchnorm_fp32=True, master_weights=True),
     Policy("dfp16", "fp32", "fp32", "dfp16", "dfp16"),
+    # Transformer Engine's per-tensor fp8 recipes: fp8 GEMMs in Linear layers, everything else
+    # (non-GEMM ops, other GEMMs, model weights) as the bf16 policy, fp32 master weights.
+    Policy("fp8_delayed", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32,
+           model_format="bf16", keep_batchnorm_fp32=True, master_weights=True,
+           recipe=_recipes.DelayedScaling()),
+    Policy("fp8_current", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32,
+           model_format="bf16", keep_batchnorm_fp32=True, master_weights=True,
+           recipe=_recipes.Float8CurrentScaling()),
 )}
 
 _STACK: list[Policy] = [PRESETS["O0"]]
@@ -299,13 +330,17 @@ def list_policies() -> list[str]:
 
 
 def get_policy(spec=None, **overrides) -> Policy:
-    """A Policy from a preset name (case-insensitive), a Policy, a dict (``to_dict`` form) or
-    None (the active one), with optional field overrides: ``get_policy("O2", accumulation="v100")``.
+    """A Policy from a preset name (case-insensitive), a Policy, a dict (``to_dict`` form), an fp8
+    recipe (``DelayedScaling(amax_history_len=16)``: its preset, fp8_delayed or fp8_current,
+    with that recipe) or None (the active one), with optional field overrides:
+    ``get_policy("O2", accumulation="v100")``.
     """
     if spec is None:
         pol = current_policy()
     elif isinstance(spec, Policy):
         pol = spec
+    elif isinstance(spec, tuple(_recipes.RECIPES.values())):
+        pol = PRESETS[spec.policy_name].replace(recipe=spec)
     elif isinstance(spec, str):
         key = {k.lower(): k for k in PRESETS}.get(spec.strip().lower())
         if key is None:
@@ -315,7 +350,8 @@ def get_policy(spec=None, **overrides) -> Policy:
     elif isinstance(spec, dict):
         pol = Policy.from_dict(spec)
     else:
-        raise TypeError(f"policy must be a name, a Policy or a dict, got {type(spec).__name__}")
+        raise TypeError(f"policy must be a name, a Policy or a dict (or an fp8 recipe), got "
+                        f"{type(spec).__name__}")
     return pol.replace(**overrides) if overrides else pol
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from autograd import get_policy
+from autograd import get_policy, recipes
 from autograd.mixed import MixedPrecisionOptimizer
 from autograd.optim import SGD, Adam, AdamW
 from scalers import (
@@ -30,15 +30,20 @@ __all__ = ["make_mixed", "make_optimizer", "make_policy", "make_scaler"]
 
 
 def make_policy(cfg):
-    """The autograd Policy of ``cfg["precision"]`` (tensor_core overrides the accumulation)."""
+    """The autograd Policy of ``cfg["precision"]`` (tensor_core overrides the accumulation; an
+    fp8 policy takes its recipe's arguments from ``precision.recipe``)."""
     prec = cfg["precision"]
-    name = "O0" if prec["policy"] == "fp32" else prec["policy"]
+    spec = "O0" if prec["policy"] == "fp32" else prec["policy"]
+    if spec in ("fp8_delayed", "fp8_current"):
+        cls = recipes.DelayedScaling if spec == "fp8_delayed" else recipes.Float8CurrentScaling
+        given = {k: v for k, v in prec.get("recipe", {}).items() if v is not None}
+        spec = cls(**given)         # get_policy(recipe): its preset, with these arguments
     tc = prec["tensor_core"]
     if tc == "default":
-        return get_policy(name)
+        return get_policy(spec)
     if tc == "ideal-fp16":  # the fp16-accumulator Tensor Core: products summed in fp16
-        return get_policy(name, accumulation=tc, accumulation_format="fp16")
-    return get_policy(name, accumulation=tc)
+        return get_policy(spec, accumulation=tc, accumulation_format="fp16")
+    return get_policy(spec, accumulation=tc)
 
 
 def _power_of_two(value, key):

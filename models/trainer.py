@@ -101,6 +101,8 @@ class Trainer:
         self.step_no = 0
         self.history = {"step": [], "loss": [], "scale": [], "skipped": [], "grad_zero": [],
                         "lost": [], "eval_step": [], "eval_loss": [], "eval_metric": []}
+        if self.policy.recipe is not None:   # fp8 recipe: per GEMM operand and step
+            self.history["fp8"] = []          # (autograd.recipes.fp8_stats rows)
         self.hists = {"weight_grad": ExponentHistogram("weight_grad"),
                       "activation_grad": ExponentHistogram("activation_grad")}
         self.lost_counts = [0, 0]       # [lost, non-zero gradient elements] over applied steps
@@ -165,6 +167,8 @@ class Trainer:
             before = [s.data.copy() for s in stored]
         result = self.mixed.step()
         self.mixed.zero_grad()
+        if "fp8" in self.history:
+            self.history["fp8"] += autograd.recipes.fp8_stats(self.model, open_step_only=True)
         lost_frac = math.nan
         if track and not result.skipped:
             lost = sum(int((m & (s.data == b)).sum())
