@@ -4,10 +4,12 @@
 Provides the recipe records :class:`DelayedScaling` and :class:`Float8CurrentScaling` (frozen,
 JSON round-trip with :func:`recipe_from_dict`), the per-GEMM runtime state :class:`GemmState`
 (one per module that owns a GEMM: its input, weight and output-gradient operands), the cast
-:func:`quantize`, the scale rules :func:`current_scale` and :func:`delayed_update`, and
-:func:`fp8_stats` (per-step instrumentation of a model).  A recipe becomes a precision policy
-(``fp8_delayed``, ``fp8_current``; ``model.set_policy(DelayedScaling(amax_history_len=16))``)
-through ``autograd.policy``; the GEMM itself is ``autograd.ops.fp8.fp8_linear``.
+:func:`quantize`, the scale rules :func:`current_scale` and :func:`delayed_update`,
+:func:`fp8_stats` (per-step instrumentation of a model: amax, scale, saturated and flushed
+counts per GEMM operand) and :func:`record_histograms` (histograms of the scaled values).
+A recipe becomes a precision policy (``fp8_delayed``, ``fp8_current``;
+``model.set_policy(DelayedScaling(amax_history_len=16))``) through ``autograd.policy``; the GEMM
+itself is ``autograd.ops.fp8.fp8_linear``.
 
 What a recipe does to one GEMM operand x (the cast TE's kernels perform):
   amax = max |x| over the non-NaN elements (CUDA's fmaxf ignores NaN; 0 for an empty tensor);
@@ -41,7 +43,7 @@ So the scale used at step t comes from the amaxes of steps t-1, ..., t-L (L = am
 Casts are recorded (amax, instrumentation) only while gradients are enabled: an evaluation under
 ``no_grad`` uses the scales without changing them.
 
-Imports numpy, dataclasses and the engine's _backend (its door to softfloat) only.
+Imports numpy, dataclasses, the engine's _backend (its door to softfloat) and instrument only.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _backend as B
+from .instrument import tensor_stats
 
 __all__ = [
     "FP8_FORMATS",
@@ -64,6 +67,7 @@ __all__ = [
     "fp8_stats",
     "quantize",
     "recipe_from_dict",
+    "record_histograms",
 ]
 
 #: fp8_format -> (forward format, backward format), softfloat preset names.
@@ -277,6 +281,7 @@ class GemmState:
         self.steps = 0
         self.open = False           # the open step has recorded a cast
         self.log: list[dict] = []
+        self.histograms = False     # also record the scaled values' histogram (record_histograms)
 
     # ----- casts ---------------------------------------------------------------------------------
     def cast(self, operand: str, x: np.ndarray, *, record: bool) -> tuple:
@@ -302,6 +307,11 @@ class GemmState:
             st["saturated"] += saturated
             st["flushed"] += flushed
             st["numel"] += int(np.size(x))
+            if self.histograms:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    xs = np.asarray(x, np.float32) * np.float32(scale)
+                h = tensor_stats(xs, formats=(fmt,))
+                st["hist"] = h if "hist" not in st else st["hist"].merge(h)
         return q, np.float32(1.0) / np.float32(scale)
 
     # ----- the step boundary ------------------------------------------------------------------
@@ -311,11 +321,14 @@ class GemmState:
         for op, o in self.operands.items():
             if o.stats is not None:
                 s = o.stats
-                rows.append({"step": self.steps, "operand": op,
-                             "format": self.recipe.format_of(op).name,
-                             "amax": float(s["amax"]), "scale": float(s["scale"]),
-                             "saturated": s["saturated"], "flushed": s["flushed"],
-                             "numel": s["numel"]})
+                row = {"step": self.steps, "operand": op,
+                       "format": self.recipe.format_of(op).name,
+                       "amax": float(s["amax"]), "scale": float(s["scale"]),
+                       "saturated": s["saturated"], "flushed": s["flushed"],
+                       "numel": s["numel"]}
+                if "hist" in s:
+                    row["hist"] = s["hist"].to_dict()
+                rows.append(row)
         return rows
 
     def end_step(self) -> None:
@@ -382,6 +395,19 @@ class GemmState:
         else:
             o.amax = np.float32(v)
         o.stats = None
+
+
+def record_histograms(model, enabled: bool = True) -> None:
+    """Also record, per recipe GEMM operand and step, the histogram of the SCALED values
+    x * scale (autograd.instrument.tensor_stats: floor(log2|v|) bins, and the counts that
+    underflow, become subnormal or overflow in the operand's fp8 format): the paper's Fig. 3
+    picture for fp8.  Rows of fp8_stats then carry "hist" (TensorStats.to_dict())."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be True or False, got {enabled!r}")
+    for _, m in model.named_modules():
+        st = m.__dict__.get("_recipe_state")
+        if st is not None:
+            st.histograms = enabled
 
 
 def fp8_stats(model, *, open_step_only: bool = False) -> list[dict]:

@@ -34,6 +34,7 @@ from autograd.recipes import (
     delayed_update,
     fp8_stats,
     recipe_from_dict,
+    record_histograms,
 )
 import oracle
 
@@ -228,9 +229,14 @@ def test_delayed_scaling_saturates_after_an_amax_jump_that_current_scaling_absor
     sat = {}
     for recipe in (DelayedScaling(amax_history_len=4), Float8CurrentScaling()):
         model, opt = _two_layer(recipe)
+        record_histograms(model)
         _train(model, opt, xs, ys)
-        sat[type(recipe).__name__] = [r["saturated"] for r in fp8_stats(model)
-                                      if r["layer"] == "0" and r["operand"] == "input"]
+        rows = [r for r in fp8_stats(model) if r["layer"] == "0" and r["operand"] == "input"]
+        sat[type(recipe).__name__] = [r["saturated"] for r in rows]
+        # the histogram of the scaled values sees the same overflow, and all 30 values
+        assert [r["hist"]["formats"]["e4m3fn"]["overflow"] for r in rows] == \
+            sat[type(recipe).__name__]
+        assert all(r["hist"]["n"] == 30 for r in rows)
     # x 64 at step 3: the scale from steps 0..2 maps most of the batch beyond 448 (27 of 30
     # elements); step 2 clips one element only (its amax is a little above the history's)
     assert sat["DelayedScaling"][3] >= 20 and sat["DelayedScaling"][:3] in ([0, 0, 0], [0, 0, 1])
