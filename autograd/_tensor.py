@@ -122,18 +122,9 @@ class Tensor:
         out = B.round_to(arr, f)
         if np.may_share_memory(out, arr):
             out = out.copy()
-        self.data = out
-        self.fmt = f
-        self.grad = None
+        _init_node(self, out, f)
         self.requires_grad = bool(requires_grad)
         self.name = name
-        self._parents = ()
-        self._vjp = None
-        self._policy = None
-        self._op = None
-        self._exact = ()
-        self._retain = False
-        self._hooks = None
 
     # ----- plain properties -----------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
