@@ -1,12 +1,18 @@
 """The engine's only door to softfloat: formats, roundings, correctly rounded arithmetic, GEMMs.
 
+No other module of autograd imports softfloat (tests/test_structure.py checks it): what they need
+of it passes through here.
+
 Provides
+- softfloat's vocabulary: :class:`Format`, :class:`Mode`, :func:`parse_mode`, :func:`derive_seed`;
 - format lookup and ordering: :func:`get_fmt`, :func:`contains` (every value of one format lies
   on another's grid), :func:`widest` (the type-promotion rule);
 - :func:`round_to`: one rounding of an array onto a format's grid in the policy's mode;
+  :func:`round_in`: the same with an explicit mode and seed (the optimizer's roundings);
 - :func:`arith` and :func:`sqrt`: correctly rounded + - * / and square root in a format;
 - :func:`tc_matmul`: the GEMM a precision policy selects (host BLAS, a ``softfloat.tensorcore``
-  model, or the DFP-16 integer GEMM of ``softfloat.dfp``);
+  model, or the DFP-16 integer GEMM of ``softfloat.dfp``); :func:`fp8_gemm`: the same for the
+  fp8 operands of a training recipe (two formats allowed on the ideal models);
 - the stochastic-rounding seed stream (:func:`reset_sr_stream`).
 
 Every op of autograd reaches softfloat through these few functions, so the precision policy is
@@ -28,16 +34,29 @@ import softfloat as sf
 __all__ = [
     "F32",
     "F64",
+    "Format",
+    "Mode",
     "arith",
     "contains",
+    "derive_seed",
+    "fp8_gemm",
     "get_fmt",
+    "parse_mode",
     "reset_sr_stream",
+    "round_in",
     "round_to",
     "sqrt",
     "tc_matmul",
     "to_carrier",
     "widest",
 ]
+
+#: softfloat's format record, rounding-mode enum, mode parser and seed mixer, as the engine uses
+#: them (policies, optimizers, the RNG).
+Format = sf.Format
+Mode = sf.Mode
+parse_mode = sf.parse_mode
+derive_seed = sf.derive_seed
 
 F32 = sf.get_format("fp32")
 F64 = sf.get_format("fp64")
@@ -208,6 +227,17 @@ def round_to(x, fmt: sf.Format, policy=None) -> np.ndarray:
     return np.asarray(out).reshape(x.shape)
 
 
+def round_in(x, fmt: sf.Format, mode, *, seed: int | None = None,
+             sr_bits: int | None = None) -> np.ndarray:
+    """``softfloat.round(x, fmt, mode, seed=, sr_bits=)``: one rounding of x onto fmt's grid in
+    an explicit mode (seed and sr_bits for mode "sr" only), for code that keys its own random
+    streams (the optimizer's master-to-storage roundings) instead of the policy's."""
+    kw = {} if seed is None else {"seed": seed}
+    if sr_bits is not None:
+        kw["sr_bits"] = sr_bits
+    return sf.round(x, fmt, mode, **kw)
+
+
 # ----- correctly rounded arithmetic -------------------------------------------------------------
 def _softfloat_op(name: str):
     fn = getattr(sf, name, None)
@@ -261,6 +291,34 @@ def sqrt(a: np.ndarray, fmt: sf.Format, policy=None) -> np.ndarray:
     kw = {"seed": _next_seed(policy)} if mode == _SR else {}
     a = np.ascontiguousarray(np.asarray(a, carrier(fmt)))
     return np.asarray(_softfloat_op("sqrt")(a, fmt, mode, **kw)).reshape(a.shape)
+
+
+# ----- fp8 GEMMs of the training recipes (autograd.recipes) -------------------------------------
+def fp8_gemm(a: np.ndarray, b: np.ndarray, fmt_a: sf.Format, fmt_b: sf.Format,
+             policy) -> np.ndarray:
+    """``a @ b`` (2-d) for operands on fp8 grids (fmt_a, fmt_b: e4m3fn / e5m2 presets), with
+    the policy's accumulation, as a float32 array (the fp32 accumulator, not yet descaled).
+
+    "native": host sgemm on the fp8 values.  A Tensor Core model: one call of that model with
+    in_format = the operands' format.  A mixed e5m2 x e4m3fn GEMM (HYBRID's backward) runs on
+    an ideal model with in_format fp32, which holds both grids exactly: an ideal model's
+    result, one rounding of the exact dot product, does not depend on in_format.  The hardware
+    models take one input format, so they refuse a mixed GEMM with a clear error."""
+    acc = policy.accumulation
+    if acc == "native":
+        return np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
+    if acc == "dfp16":
+        raise ValueError("the fp8 recipes' GEMMs cannot use accumulation 'dfp16'; use a Tensor "
+                         "Core model ('ideal-fp32', 'h100', ...) or 'native'")
+    fmt = fmt_a
+    if not (fmt_a is fmt_b or fmt_a == fmt_b):
+        if not acc.startswith("ideal"):
+            raise ValueError(f"Tensor Core model {acc!r} takes one input format; this GEMM "
+                             f"multiplies {fmt_a.name} by {fmt_b.name} (fp8_format 'HYBRID' "
+                             "backward): use fp8_format 'E4M3' or an ideal model")
+        fmt = F32
+    return np.asarray(_tensorcore().gemm(a, b, None, model=acc, in_format=fmt.name,
+                                         acc_format=policy.accumulation_fmt.name), np.float32)
 
 
 # ----- GEMMs -----------------------------------------------------------------------------------

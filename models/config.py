@@ -49,7 +49,11 @@ __all__ = [
     "resolve_config",
 ]
 
-POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16")
+POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16", "fp8_delayed", "fp8_current")
+#: precision.recipe keys each fp8 policy takes (Transformer Engine's recipe arguments; null:
+#: the recipe's default).
+RECIPE_KEYS = {"fp8_delayed": ("margin", "fp8_format", "amax_history_len", "amax_compute_algo"),
+               "fp8_current": ("fp8_format",)}
 # "default": the policy's own accumulation; "native": host BLAS (fp32, unspecified order); the
 # rest are softfloat.tensorcore models, the same names as autograd.policy.TC_MODELS (a test checks).
 TENSOR_CORES = ("default", "native", "ideal-fp32", "ideal-fp16", "v100", "t4", "a100", "ada",
@@ -106,6 +110,14 @@ SCHEMA = {
         # The loss is multiplied by this before backward (and the gradients are NOT divided by
         # it): it models the tiny gradients of large models / long sequences.  Not a loss scale.
         "loss_multiplier": Field(float, 1.0, minimum=0.0, exclusive_minimum=True),
+        # fp8 policies only: the recipe's arguments (autograd.recipes; null = TE's default)
+        "recipe": {
+            "margin": Field(int, None, nullable=True, minimum=-100, maximum=100),
+            "fp8_format": Field(str, None, nullable=True, choices=("HYBRID", "E4M3")),
+            "amax_history_len": Field(int, None, nullable=True, minimum=1),
+            "amax_compute_algo": Field(str, None, nullable=True,
+                                       choices=("max", "most_recent")),
+        },
     },
     "optimizer": {
         "type": Field(str, "sgd", choices=OPTIMIZERS),
@@ -291,6 +303,13 @@ def resolve_config(raw):
     if policy in ("fp32", "O0", "O1") and cfg["optimizer"]["master_weights"] is False:
         raise ConfigError(f"optimizer.master_weights: false makes no sense with policy "
                           f"{policy!r}, whose weights are already fp32")
+    given = sorted(k for k, v in cfg["precision"]["recipe"].items() if v is not None)
+    bad = [k for k in given if k not in RECIPE_KEYS.get(policy, ())]
+    if bad:
+        takes = ", ".join(RECIPE_KEYS[policy]) if policy in RECIPE_KEYS else "none"
+        raise ConfigError(f"precision.recipe.{bad[0]}: policy {policy!r} takes no such recipe "
+                          f"argument (accepted: {takes}; recipes belong to fp8_delayed and "
+                          f"fp8_current)")
     if cfg["precision"]["tensor_core"] != "default" and policy in ("fp32", "O0", "dfp16"):
         raise ConfigError(f"precision.tensor_core: {cfg['precision']['tensor_core']!r} needs a "
                           f"policy with fp16/bf16 Tensor Core ops (O1, O2, O3, bf16), got "

@@ -95,13 +95,15 @@ class Trainer:
         self.model.set_policy(self.policy)
         self.scaler = make_scaler(c)
         self.mixed = make_mixed(c, self.model, self.policy, self.scaler)
-        # the wrapper's order: slots (masters) line up with it, also for GroupedMixed
+        # the wrapper's order: slots (masters) line up with it
         self.params = list(self.mixed.params)
         self.sampler = BatchSampler(self.ds, batch_size=c["data"]["batch_size"],
                                     seed=c["seed"] + 1, seq_len=self.seq_len)
         self.step_no = 0
         self.history = {"step": [], "loss": [], "scale": [], "skipped": [], "grad_zero": [],
                         "lost": [], "eval_step": [], "eval_loss": [], "eval_metric": []}
+        if self.policy.recipe is not None:   # fp8 recipe: per GEMM operand and step
+            self.history["fp8"] = []          # (autograd.recipes.fp8_stats rows)
         self.hists = {"weight_grad": ExponentHistogram("weight_grad"),
                       "activation_grad": ExponentHistogram("activation_grad")}
         self.lost_counts = [0, 0]       # [lost, non-zero gradient elements] over applied steps
@@ -168,6 +170,8 @@ class Trainer:
             before = [s.data.copy() for s in stored]
         result = self.mixed.step()
         self.mixed.zero_grad()
+        if "fp8" in self.history:
+            self.history["fp8"] += autograd.recipes.fp8_stats(self.model, open_step_only=True)
         lost_frac = math.nan
         if track and not result.skipped:
             lost = sum(int((m & (s.data == b)).sum())
@@ -188,11 +192,8 @@ class Trainer:
 
     def _stored(self):
         """Where each parameter's value is kept between steps, in self.params order: the fp32
-        master where its wrapper keeps one, else the parameter itself."""
-        out = []
-        for w in getattr(self.mixed, "wrappers", [self.mixed]):
-            out += w.slots if w.master_weights else w.params
-        return out
+        master where the wrapper keeps one, else the parameter itself."""
+        return self.mixed.stored()
 
     def _inject_overflow(self):
         """A simulated gradient overflow: the first element of the first gradient becomes +Inf

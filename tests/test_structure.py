@@ -103,3 +103,153 @@ def test_checker_detects_violations(tmp_path, monkeypatch):
     assert ("autograd", 1, False) in found
     assert ("scalers", 2, False) in found
     assert ("matplotlib", 4, True) in found
+
+
+# ----- inside a package: no import circle; autograd's one door to softfloat -------------------
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, base: str) -> str | None:
+    """The module of the source tree that ``module`` (dotted, absolute) names, or None."""
+    path = ROOT.joinpath(*module.split("."))
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+        return module
+    return None
+
+
+def _eager_edges(path: Path, package: str) -> set[str]:
+    """Modules of ``package`` that ``path`` imports when it is imported (module level, not
+    inside functions).  ``from X import name`` counts as importing X.name when that is a module
+    of the tree, else X; a package's own __init__ being run first is not an edge."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    me = _module_name(path)
+    pkg_of_me = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    edges = set()
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = pkg_of_me.split(".")
+                    base = base[:len(base) - (child.level - 1)]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                targets = []
+                for a in child.names:
+                    sub = _resolve(f"{mod}.{a.name}", me)
+                    targets.append(sub if sub else mod)
+            else:
+                visit(child)
+                continue
+            for t in targets:
+                if t.split(".")[0] == package and _resolve(t, me) and t != me:
+                    edges.add(t)
+            visit(child)
+
+    visit(tree)
+    return edges
+
+
+def _cycles(graph: dict) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.append(x)
+                        if x == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+            elif w not in index:
+                index[w] = low[w] = counter[0]
+                counter[0] += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(graph.get(w, ())))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def _import_graph(package: str) -> dict:
+    return {_module_name(p): _eager_edges(p, package) for p in _modules(package)}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_import_circle_inside_a_package(package):
+    """Importing any module of a package must not come back to a module still being imported:
+    such a circle holds only while some import stays at the bottom of a file (issue #19)."""
+    cycles = _cycles(_import_graph(package))
+    assert not cycles, f"import circles in {package}/: {cycles}"
+
+
+def test_cycle_finder_detects_a_circle(tmp_path, monkeypatch):
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    # The shape issue #19 found: tensor.py imports the ops at its bottom, the ops import tensor.
+    pkg = tmp_path / "autograd"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .tensor import Tensor\n")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "ops" / "add.py").write_text("from ..tensor import Tensor\n")
+    (pkg / "tensor.py").write_text("class Tensor: pass\n\n"
+                                   "def f():\n    from .ops import lazy  # not at import time\n\n"
+                                   "from .ops import add as _add\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _import_graph("autograd")["autograd.tensor"] == {"autograd.ops.add"}
+    assert _cycles(_import_graph("autograd")) == [["autograd.ops.add", "autograd.tensor"]]
+
+
+def test_tensor_module_imports_no_op_and_ops_attach_themselves():
+    """The Tensor class knows no op: the op modules import it and attach the operators."""
+    g = _import_graph("autograd")
+    assert not {m for m in g["autograd._tensor"] if m.startswith("autograd.ops")}
+    assert "autograd._tensor" in g["autograd.ops.elementwise"]
+    assert not (ROOT / "autograd" / "tensor.py").exists()   # the `tensor` function shadowed it
+
+
+def test_autograd_reaches_softfloat_through_backend_only():
+    bad = []
+    for path in _modules("autograd"):
+        if path.name == "_backend.py":
+            continue
+        for name, lineno, _lazy in _imports(path):
+            if name == "softfloat":
+                bad.append(f"{path.relative_to(ROOT)}:{lineno}")
+    assert not bad, "only autograd/_backend.py may import softfloat: " + ", ".join(bad)
+
+
+def test_engine_polls_no_global_recorder():
+    """Instrumentation is passed in (hooks), not read from a module-level switch."""
+    import autograd.instrument as ins
+    assert not hasattr(ins, "ACTIVE")
+    g = _import_graph("autograd")
+    for mod in ("autograd._tensor", "autograd.nn.module"):
+        assert "autograd.instrument" not in g[mod], mod

@@ -1,8 +1,9 @@
-"""The Tensor, the reverse-mode engine and gradient mode.
+"""The Tensor, the reverse-mode engine, gradient mode and gradient hooks.
 
-Provides :class:`Tensor` (numpy carrier ``data``, softfloat format ``fmt``, ``grad``, ``backward``),
-:class:`Parameter`, :func:`tensor`, :func:`no_grad` / :func:`enable_grad`, and for the op modules
-:func:`make` (record a node), :func:`as_tensor` and :func:`unbroadcast`.
+Provides :class:`Tensor` (numpy carrier ``data``, softfloat format ``fmt``, ``grad``, ``backward``,
+``register_hook``), :class:`Parameter`, :func:`tensor`, :func:`no_grad` / :func:`enable_grad`,
+:class:`RemovableHandle`, and for the op modules :func:`make` (record a node),
+:func:`as_tensor` and :func:`unbroadcast`.
 
 micrograd's shape over numpy: a node keeps its parents (a tuple, so traversal order is
 deterministic), a VJP closure and the policy that was active when it ran forward; ``backward``
@@ -11,9 +12,19 @@ produces is rounded into its parent's gradient format under that policy, and acc
 existing gradient is a correctly rounded addition in that format: that is what makes fp16
 gradient underflow real.
 
+The operators (``+``, ``@``, ``x[i]``...) and the op methods (``x.exp()``, ``x.sum()``...) are
+not written here: each module of ``autograd.ops`` attaches its own to :class:`Tensor` when it is
+imported (``autograd/__init__`` imports them all), as HIPS autograd's numpy wrapper attaches
+array methods to its box class.  Dependencies point one way: ops import this module, never the
+reverse, so the package has no import circle.
+
+Observers (``autograd.instrument.Recorder``) are passed in, never polled: a hook registered with
+``Tensor.register_hook`` (or ``Module.register_forward_hook``) is called by the engine on exactly
+the tensors it was registered on; with none registered the engine tests one attribute per node.
+
 Invariant: ``t.data`` is ``t.fmt``'s carrier and every element lies on ``t.fmt``'s grid.
 
-Imports numpy, softfloat (via _backend) and the engine's own policy and instrument modules.
+Imports numpy, the engine's _backend (its door to softfloat) and policy modules only.
 """
 
 from __future__ import annotations
@@ -24,18 +35,19 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _backend as B
-from . import instrument as _instrument
 from .policy import current_policy
 
 __all__ = [
     "OnGrid",
     "Parameter",
+    "RemovableHandle",
     "Tensor",
     "as_tensor",
     "enable_grad",
     "is_grad_enabled",
     "make",
     "no_grad",
+    "reflected",
     "tensor",
     "unbroadcast",
 ]
@@ -89,6 +101,7 @@ class Tensor:
     __slots__ = (
         "__weakref__",
         "_exact",
+        "_hooks",
         "_op",
         "_parents",
         "_policy",
@@ -109,17 +122,9 @@ class Tensor:
         out = B.round_to(arr, f)
         if np.may_share_memory(out, arr):
             out = out.copy()
-        self.data = out
-        self.fmt = f
-        self.grad = None
+        _init_node(self, out, f)
         self.requires_grad = bool(requires_grad)
         self.name = name
-        self._parents = ()
-        self._vjp = None
-        self._policy = None
-        self._op = None
-        self._exact = ()
-        self._retain = False
 
     # ----- plain properties -----------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -164,6 +169,18 @@ class Tensor:
         self.requires_grad = bool(flag)
         return self
 
+    def register_hook(self, hook) -> RemovableHandle:
+        """Call ``hook(grad)`` once per ``backward()`` that gives this tensor a gradient, when
+        that gradient is complete: for an op output, before its VJP runs (the gradient in its
+        gradient format, to be read, not changed); for a leaf, after backward accumulated into
+        ``.grad`` (then ``grad is self.grad``: torch's post-accumulate-grad hook).  Hooks run in
+        registration order; ``handle.remove()`` unregisters."""
+        if not callable(hook):
+            raise TypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
+        if self._hooks is None:
+            self._hooks = {}
+        return RemovableHandle(self._hooks, hook)
+
     # ----- reverse mode -------------------------------------------------------------------------
     def backward(self, grad=None, *, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) * grad into every leaf's ``.grad``.
@@ -189,6 +206,9 @@ class Tensor:
         _accumulate(self, g, gfmt, pol, copy=True)
         for node in reversed(order):
             vjp = node._vjp
+            if node._hooks and node.grad is not None:
+                for hook in tuple(node._hooks.values()):
+                    hook(node.grad)
             if vjp is None:
                 continue
             g = node.grad
@@ -220,54 +240,9 @@ class Tensor:
             if not retain_graph:
                 node._vjp = _freed
                 node._parents = ()
-        rec = _instrument.ACTIVE[0]
-        if rec is not None:
-            rec._after_backward()
 
-    # ----- operators (the functions live in autograd.ops) ---------------------------------
-    def __add__(self, o): return _ew.add(self, o)
-    def __radd__(self, o): return _ew.add(o, self)
-    def __sub__(self, o): return _ew.sub(self, o)
-    def __rsub__(self, o): return _ew.sub(o, self)
-    def __mul__(self, o): return _ew.mul(self, o)
-    def __rmul__(self, o): return _ew.mul(o, self)
-    def __truediv__(self, o): return _ew.div(self, o)
-    def __rtruediv__(self, o): return _ew.div(o, self)
-    def __neg__(self): return _ew.neg(self)
-    def __pow__(self, o): return _ew.pow(self, o)
-    def __rpow__(self, o): return _ew.pow(o, self)
-    def __matmul__(self, o): return _mm.matmul(self, o)
-    def __rmatmul__(self, o): return _mm.matmul(o, self)
-    def __getitem__(self, idx): return _shape.getitem(self, idx)
-
-    def to(self, fmt):
-        """This tensor stored in ``fmt`` (a differentiable cast; self if already there)."""
-        return _ew.cast(self, fmt)
-
-    def exp(self): return _ew.exp(self)
-    def log(self): return _ew.log(self)
-    def sqrt(self): return _ew.sqrt(self)
-    def tanh(self): return _ew.tanh(self)
-    def sigmoid(self): return _ew.sigmoid(self)
-    def relu(self): return _ew.relu(self)
-    def gelu(self, approximate="none"): return _ew.gelu(self, approximate=approximate)
-    def softplus(self): return _ew.softplus(self)
-    def sum(self, axis=None, keepdims=False): return _red.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return _red.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return _red.max(self, axis, keepdims)
-    def softmax(self, axis=-1): return _red.softmax(self, axis)
-    def log_softmax(self, axis=-1): return _red.log_softmax(self, axis)
-
-    def reshape(self, *shape):
-        return _shape.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    def transpose(self, *axes):
-        return _shape.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
-
-    def flatten(self, start_dim=0):
-        return _shape.reshape(self, self.shape[:start_dim] + (-1,))
-
-    T = property(lambda self: _shape.transpose(self, None))
+    # The operators and op methods (__add__, __matmul__, __getitem__, to, exp, sum, reshape, T,
+    # ...) are attached by the autograd.ops modules that define them.
 
 
 class Parameter(Tensor):
@@ -307,6 +282,16 @@ class Parameter(Tensor):
         return "Parameter" + super().__repr__()[len("Tensor"):]
 
 
+def reflected(op):
+    """``op`` with its operands swapped, for the reflected operators the op modules attach
+    (``Tensor.__rsub__ = reflected(sub)``: ``2 - t`` is ``sub(2, t)``)."""
+    def swapped(self, other):
+        return op(other, self)
+    swapped.__name__ = swapped.__qualname__ = f"reflected_{op.__name__}"
+    swapped.__doc__ = f"``{op.__name__}(other, self)``."
+    return swapped
+
+
 def tensor(data, *, fmt=None, requires_grad=False) -> Tensor:
     """``Tensor(data, fmt=fmt, requires_grad=requires_grad)``."""
     return Tensor(data, fmt=fmt, requires_grad=requires_grad)
@@ -324,6 +309,24 @@ def _init_node(t, data, fmt):
     t._op = None
     t._exact = ()
     t._retain = False
+    t._hooks = None
+
+
+class RemovableHandle:
+    """What ``register_hook`` / ``register_forward_hook`` return: ``remove()`` unregisters the
+    hook (a second call does nothing).  The table is the owner's ordered dict of hooks."""
+
+    __slots__ = ("_key", "_table")
+    _next = [0]
+
+    def __init__(self, table: dict, hook):
+        key = RemovableHandle._next[0]
+        RemovableHandle._next[0] = key + 1
+        table[key] = hook
+        self._table, self._key = table, key
+
+    def remove(self) -> None:
+        self._table.pop(self._key, None)
 
 
 class OnGrid(NamedTuple):
@@ -401,10 +404,3 @@ def _accumulate(t: Tensor, g: np.ndarray, gfmt, pol, copy: bool) -> None:
         t.grad = np.array(g, dtype=B.carrier(gfmt), copy=True) if copy else g
     else:
         t.grad = B.arith("add", t.grad, g, gfmt, pol)
-
-
-# Late imports: the op modules import this one.
-from .ops import elementwise as _ew  # noqa: E402
-from .ops import matmul as _mm  # noqa: E402
-from .ops import reductions as _red  # noqa: E402
-from .ops import shape as _shape  # noqa: E402
