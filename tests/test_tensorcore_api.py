@@ -15,7 +15,8 @@ from softfloat import tensorcore as tc
 
 def test_get_model_and_aliases():
     m = tc.get_model("h100", "bf16")
-    assert (m.block, m.frac_bits, m.out_round, m.acc_format.name) == (16, 25, "rz", "fp32")
+    assert (m.block, m.frac_bits, m.out_round, m.acc_format.name) == (16, 25, sf.Mode.RTZ,
+                                                                        "fp32")
     assert tc.get_model("Hopper", "fp16", "fp16") == tc.get_model("h100", "fp16", "fp16")
     assert tc.get_model("ideal-fp16").acc_format.name == "fp16"
     assert ("e4m3fn", "fp32") in tc.list_models()["ada"]
@@ -189,7 +190,7 @@ def test_larger_gemm_matches_reference_on_samples(model, fin, facc):
     C = np.asarray(sf.round(rng.standard_normal((37, 300)), facc), np.float32)
     D = tc.gemm(A, B, C, model=model, in_format=fin, acc_format=facc)
     m = tc.get_model(model, fin, facc)
-    mode = {"rz": "rtz", "rne": "rne"}[m.out_round]
+    mode = m.out_round.short
     of = m.out_frac
     for i, j in [(0, 0), (36, 299), (17, 128), (5, 127), (20, 200), (33, 64)]:
         r = R.dot(list(A[i].astype(float)), list(B[:, j].astype(float)), float(C[i, j]),

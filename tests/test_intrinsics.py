@@ -1,4 +1,4 @@
-"""softfloat._int32: the 32-bit intrinsics behave as uint32 arithmetic (wrapping, unsigned
+"""softfloat._intrinsics: the 32-bit intrinsics behave as uint32 arithmetic (wrapping, unsigned
 comparisons, selects, truncation), checked against numpy's own uint32 operations."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from softfloat._int32 import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32,
-                              shr32, xor32)
+from softfloat._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32,
+                                   shl32, shr32, xor32)
 
 
 @njit(cache=False)

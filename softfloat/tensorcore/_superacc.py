@@ -1,13 +1,12 @@
-"""Numba kernels for the exact-alignment models (F = infinity): the ideal "one rounding" dot
-products of spec section 3 -- exact for every input -- and custom exact block models.
+"""The superaccumulator of the exact-alignment models (F = infinity): the ideal "one rounding"
+dot products of spec section 3 -- exact for every input -- and custom exact block models.
 
 Provides
     exact_gemm(av, bv, cv, out, K, f, emin, emax, rne)   exact blocks of K, each rounded once
     ideal_dot(...)                                       one exact dot product rounded once
                                                          (the last resort of the ideal models'
                                                          fast path, softfloat/tensorcore/
-                                                         _fastideal.py)
-    _fold_odd(s, t)                                      round-to-odd of a TwoSum pair
+                                                         _certify.py)
 
 Superaccumulator (exact_block_sum, used by exact_gemm and for the last step of ideal_dot).
 Terms (c and the products a_k b_k, each exact in float64) are added into a fixed-point
@@ -23,9 +22,9 @@ splits the products into a few float64 level sums whose sum is exact (see extrac
 those few numbers and c then go through the superaccumulator.
 
 The fast path of the ideal models (a float64 matmul, certificates, a compensated Dot2
-fallback) lives in _fastideal.py; whatever it cannot certify comes here.
+fallback) lives in _certify.py; whatever it cannot certify comes here.
 
-Imports numpy, numba and the sibling kernels only.
+Imports numpy, numba, softfloat._primitives and the sibling kernels only.
 """
 
 from __future__ import annotations
@@ -33,14 +32,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._roundpack import pow2
-from ._kernels import _block_special, round_out
+from .._primitives import (F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT,
+                          pow2)
+from ._scalar import block_special, round_out
 
 _M32 = np.int64(0xFFFFFFFF)
 _TWO32 = np.int64(1 << 32)
-_U52 = np.uint64(52)
-_MASK52 = np.uint64((1 << 52) - 1)
-_HIDDEN = np.uint64(1 << 52)
 
 #: Exponent of bit 0 of limb 0: -1088 = -1074 - 14 keeps every float64 (multiples of 2^-1074)
 #: at a non-negative bit offset; 2^1024 needs offset 2112, plus 53 bits of significand and 32
@@ -57,10 +54,10 @@ def _add_term(limbs, x):
     """limbs += x exactly, for a finite non-zero normal float64 x; returns the limb index of
     the term's lowest limb (for the caller's range tracking)."""
     b = np.float64(x).view(np.uint64)
-    neg = (b >> np.uint64(63)) != 0
-    ef = np.int64((b >> _U52) & np.uint64(0x7FF))
+    neg = (b >> F64_SIGN_SHIFT) != 0
+    ef = np.int64((b >> F64_FRAC_BITS) & F64_EXP_ALL_ONES)
     # x = M * 2^(ef - 1075) with M the 53-bit significand (hidden bit set for normal x).
-    M = np.int64((b & _MASK52) | _HIDDEN) if ef > 0 else np.int64(b & _MASK52)
+    M = np.int64((b & F64_FRAC) | F64_HIDDEN) if ef > 0 else np.int64(b & F64_FRAC)
     e = (ef - 1075) if ef > 0 else -1074
     off = e - BASE
     li = off // 32
@@ -183,7 +180,7 @@ def exact_dot(limbs, av, bv, c, K, f, emin, emax, rne):
     acc = np.float64(c)
     for k0 in range(0, n, K):
         k1 = min(n, k0 + K)
-        r, sp = _block_special(acc, av, bv, k0, k1)
+        r, sp = block_special(acc, av, bv, k0, k1)
         if sp:
             acc = r
             continue
@@ -213,7 +210,7 @@ def extract_levels(av, bv, rem, lev):
     nl = 0
     while mx > 0.0:
         # sigma = 2^(M + floor(log2 mx) + 1) >= 2^M mx.
-        e = np.int64(np.float64(mx).view(np.uint64) >> _U52) - 1023
+        e = np.int64(np.float64(mx).view(np.uint64) >> F64_FRAC_BITS) - 1023
         sigma = pow2(e + 1 + M)
         s0 = 0.0
         s1 = 0.0
@@ -240,7 +237,7 @@ def ideal_dot(limbs, rem, lev, av, bv, c, f, emin, emax, rne):
     """One rounding of c + sum a_k b_k (the ideal models), special values included."""
     acc = np.float64(c)
     n = av.shape[0]
-    r, sp = _block_special(acc, av, bv, 0, n)
+    r, sp = block_special(acc, av, bv, 0, n)
     if sp:
         return r
     nl = extract_levels(av, bv, rem, lev)
@@ -268,14 +265,3 @@ def exact_gemm(av, bv, cv, out, K, f, emin, emax, rne):
         limbs = np.zeros(NLIMBS, np.int64)
         for j in range(n):
             out[i, j] = exact_dot(limbs, av[i], bv[:, j], cv[i, j], K, f, emin, emax, rne)
-
-
-@njit(cache=True, error_model="numpy")
-def _fold_odd(s, t):
-    """RO53(s + t) for s = fl(s + t) non-zero finite and t its exact error (branch-free):
-    s itself when t = 0 or s is odd, else s's neighbour on t's side."""
-    b = np.float64(s).view(np.uint64)
-    even = (b & np.uint64(1)) == 0
-    away = (t > 0.0) == (s > 0.0)
-    nb = b + np.uint64(1) if away else b - np.uint64(1)
-    return np.uint64(nb if (even and t != 0.0) else b).view(np.float64)
