@@ -71,7 +71,7 @@ from . import _certify as CE
 from . import _superacc as SA
 from . import _tile as T
 from ._models import DEVICES, PRESETS, UNRESOLVED, TCModel, get_model, list_models
-from ._prep import as_float64, layout, operands, pair_with_stats, scratch
+from ._prep import as_float64, gemm_work, layout, operands, pair_with_stats, scratch
 from .accum import Accumulator, accum_gemm
 
 __all__ = ["gemm", "dot", "TCModel", "get_model", "list_models", "PRESETS", "DEVICES",
@@ -100,21 +100,23 @@ def _compute(A, B, C, model, in_format, acc_format, round_inputs, k_order, seed,
         raise ValueError("seed, sr_bits, flags and index_offset apply to Accumulator models "
                          "only (the Tensor Core models are deterministic and raise no flags)")
     tcm = _resolve(model, in_format, acc_format)
-    ops = operands(A, B, C, tcm.in_format, tcm.acc_format, round_inputs, k_order, vector)
-    out = np.empty(ops.shape, np.float32)
-    m, n = ops.shape[-2:]
-    k = ops.a.shape[-1]
-    if out.size == 0:
-        return out
-    if k == 0:
-        out[...] = 0.0 if ops.c is None else ops.c      # DOT with no block: d = c
-        return out
-    run = _run_ideal if tcm.frac_bits is None and tcm.block is None else \
-        _run_exact if tcm.frac_bits is None else _run_hw
-    with serial_if_small(out.size * k):
-        for idx in np.ndindex(ops.shape[:-2]):
-            run(tcm, ops.a[idx], ops.b[idx], None if ops.c is None else ops.c[idx], ops,
-                out[idx])
+    with serial_if_small(gemm_work(A, B)):
+        ops = operands(A, B, C, tcm.in_format, tcm.acc_format, round_inputs, k_order, vector)
+        out = np.empty(ops.shape, np.float32)
+        k = ops.a.shape[-1]
+        if out.size == 0:
+            return out
+        if k == 0:
+            out[...] = 0.0 if ops.c is None else ops.c      # DOT with no block: d = c
+            return out
+        run = _run_ideal if tcm.frac_bits is None and tcm.block is None else \
+            _run_exact if tcm.frac_bits is None else _run_hw
+        if len(ops.shape) == 2:
+            run(tcm, ops.a, ops.b, ops.c, ops, out)
+        else:
+            for idx in np.ndindex(ops.shape[:-2]):
+                run(tcm, ops.a[idx], ops.b[idx], None if ops.c is None else ops.c[idx], ops,
+                    out[idx])
     return out
 
 

@@ -196,10 +196,16 @@ def get_model(name, in_format="fp16", acc_format=None) -> TCModel:
     """
     if isinstance(name, TCModel):
         return name
+    key = (name, in_format, acc_format)
+    memo = all(x is None or isinstance(x, (str, Format)) for x in key)
+    hit = _FOUND.get(key) if memo else None
+    if hit is not None:
+        return hit
     dev = _device(name)
     if acc_format is None:
         acc_format = "fp16" if dev == "ideal-fp16" else "fp32"
-    i, a = get_format(in_format).name, get_format(acc_format).name
+    fin, facc = get_format(in_format), get_format(acc_format)
+    i, a = fin.name, facc.name
     if (dev, i, a) in UNRESOLVED:
         raise ValueError(f"model {dev} with {i} inputs and {a} accumulation is unresolved: "
                          f"{UNRESOLVED[(dev, i, a)]}; build a custom TCModel to experiment")
@@ -207,7 +213,18 @@ def get_model(name, in_format="fp16", acc_format=None) -> TCModel:
         ok = ", ".join(f"{ii}->{aa}" for (d, ii, aa) in PRESETS if d == dev)
         raise ValueError(f"model {dev} has no {i} -> {a} mode; supported (inputs -> "
                          f"accumulator): {ok}")
-    return PRESETS[(dev, i, a)]
+    model = PRESETS[(dev, i, a)]
+    if (fin, facc) != (model.in_format, model.acc_format):
+        raise ValueError(f"model {dev}: the formats given ({fin!r}, {facc!r}) carry preset names "
+                         "but differ from the presets; build a custom TCModel for them")
+    if memo and len(_FOUND) < 1024:
+        _FOUND[key] = model
+    return model
+
+
+#: get_model's answers (a call per GEMM: the lookup costs ~1-2 us, the resolution ~20 us), keyed
+#: by the arguments' values (names, Format records), bounded.
+_FOUND: dict = {}
 
 
 def list_models() -> dict[str, list[tuple[str, str]]]:

@@ -12,20 +12,23 @@ Provides
                               per column of B, B's narrowest carrier)) for the ideal models
     as_float64(x, checker)    a checked float64 C-contiguous copy (custom models, accum_gemm)
     scratch(name, shape, dtype)   per-thread reusable scratch arrays
+    gemm_work(A, B)           the multiply-adds of a call, for the thread rule
     fast_ok, filter_params    the grid filter of the kernels (also _tile's packers)
 
 The grid check.  Whether a value lies on a format's grid is decided by ONE routine, softfloat's
 encoder (softfloat._kernels_bits.encode: status OK or not), which the exact check
 ``first_off_grid`` runs element by element.  The kernels that convert operands (here and
-_tile.pack_a / pack_b) apply a cheap vectorised filter on the way, ``fast_ok``, a sufficient
-condition: x = 0, or 2^emin <= |x| <= max with the 52 - m low fraction bits of the float64 x
-zero (x is then a normal value of the format: its binade's quantum 2^(e - m) divides it, and
-it is not above the largest finite value, which also keeps an fn format's NaN pattern out).
-Everything else (subnormal values, Inf, NaN, off-grid values) is counted, and when the count
-is not zero the caller runs the exact check on that operand once: an off-grid element raises
-ValueError naming its index and value, and anything else (subnormals, NaN, Inf where the
-format has them) was fine.  Every TCModel format has a float32 carrier (m <= 23, emin >= -126):
-its values are normal float64 numbers, which the filter assumes.
+_tile.pack_a / pack_b) apply a vectorised filter on the way, ``fast_ok``, which passes exactly
+the finite values of the format: |x| <= max and |x| / q an integer for the quantum
+q = 2^(max(e, emin) - m) of x's binade (e = floor(log2|x|): 2^e is x's float64 bits with sign
+and fraction cleared; 1/q and the scaling by it are exact powers of two), and, without
+subnormals, |x| >= 2^emin or x = 0 (|x| <= max also keeps an fn format's NaN pattern out).  It
+passes nothing the encoder refuses (tests/test_tensorcore_prep.py checks both directions on
+every exponent).  Inf and NaN, which it does not pass, and off-grid values are counted, and
+when the count is not zero the caller runs the exact check on that operand once: an off-grid
+element raises ValueError naming its index and value, and an Inf or NaN the format has was
+fine.  Every TCModel format has a float32 carrier (m <= 23, emin >= -126): its values are
+normal float64 numbers, which the filter assumes.
 
 tf32 operands are float32 words whose 13 low mantissa bits the hardware ignores (cleared,
 spec section 3): any float32 is accepted; a float64 carrier must hold float32 values.
@@ -41,6 +44,7 @@ Imports numpy, numba and softfloat only.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import NamedTuple
 
@@ -48,7 +52,8 @@ import numpy as np
 from numba import njit, prange
 
 from .._kernels_bits import OK, encode
-from .._primitives import F64_ABS, F64_EXP_ALL_ONES, F64_FRAC_BITS, U64_MINUS_1
+from .._primitives import (F64_ABS, F64_EXP_ALL_ONES, F64_EXP_FIELD, F64_FRAC_BITS,
+                          U64_MINUS_1)
 from .._validate import as_float_array
 from ..formats import Format, get_format
 from ..modes import Mode, parse_mode
@@ -63,25 +68,43 @@ _NONE = U64_MINUS_1                  # "no non-zero element" in the smallest-mag
 #: Elements per parallel chunk of convert; columns of B per strip of prep_cols.
 CHUNK = 1 << 14
 STRIP = 256
-#: Largest scratch array kept between calls, in elements (32 MiB of float64).
+#: Largest scratch array kept between calls, in elements (32 MiB of float64), and the smallest
+#: (below it a fresh np.empty costs less than the lookup: ~0.3 us, no page to fault in).
 MAX_CACHED = 1 << 22
+MIN_CACHED = 1 << 14
 _HINT = " (pass round_inputs='rne' or another mode to round inputs first)"
 
 
 # ---- the grid filter and the exact check ------------------------------------------------------
 def filter_params(fmt: Format):
-    """(2^emin, max, low-bits mask) of fast_ok for a format with m <= 52."""
-    return (2.0 ** fmt.emin, float(fmt.max), np.uint64((1 << (52 - fmt.man_bits)) - 1))
+    """(2^emin, max, (2046 + m) << 52 modulo 2^64, subnormals) of fast_ok, for a format with a
+    float32 carrier (from the format's FormatParams record, made once per Format; memoised by
+    its value)."""
+    fp = fmt.kernel_params()
+    gp = _GP.get(fp)
+    if gp is None:
+        gp = _GP[fp] = (2.0 ** fp.emin, fp.maxval,
+                        np.uint64(((2046 + fp.man_bits) << 52) % (1 << 64)),
+                        np.int64(fp.subnormals))
+    return gp
+
+
+_GP: dict = {}
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def fast_ok(x, gp):
-    """True when the float64 x passes the filter of the module docstring (then it is a value
-    of the format); branch-free, so that the loops calling it vectorise."""
-    pemin, maxval, lowmask = gp
+    """True when the float64 x is a finite value of the format (module docstring); branch-free,
+    so that the loops calling it vectorise.  y = |x| 2^m / max(2^e, 2^emin) with the inverse
+    power from the bits: (2046 + m) << 52 minus the bits of 2^k (modulo 2^64: the wrap-around
+    of the first term cancels) is the bit pattern of 2^(m - k) (biased exponents add up to
+    2046 + m), a normal power for every k of a value <= max; for larger or non-finite x the
+    result does not matter (|x| <= max fails)."""
+    pemin, maxval, invm, subn = gp
     a = abs(x)
-    low = (np.float64(x).view(np.uint64) & lowmask) == 0
-    return (low & (a >= pemin) & (a <= maxval)) | (x == 0.0)
+    qb = max(np.uint64(np.float64(a).view(np.uint64) & F64_EXP_FIELD).view(np.float64), pemin)
+    y = a * np.uint64(invm - np.float64(qb).view(np.uint64)).view(np.float64)
+    return (np.trunc(y) == y) & (a <= maxval) & ((a >= pemin) | (subn != 0) | (a == 0.0))
 
 
 @njit(cache=True, error_model="numpy")
@@ -261,10 +284,8 @@ _tls = threading.local()
 def scratch(name: str, shape: tuple, dtype=np.float64) -> np.ndarray:
     """An uninitialised C-contiguous array of the given shape, reused between calls on this
     thread (see the module docstring)."""
-    size = 1
-    for d in shape:
-        size *= int(d)
-    if size > MAX_CACHED:
+    size = math.prod(shape)
+    if not MIN_CACHED <= size <= MAX_CACHED:
         return np.empty(shape, dtype)
     bufs = getattr(_tls, "bufs", None)
     if bufs is None:
@@ -284,6 +305,15 @@ class Operands(NamedTuple):
     ca: Checker
     cb: Checker
     shape: tuple             # the output's shape (..., m, n)
+
+
+def gemm_work(A, B) -> int:
+    """The multiply-adds of a (batched) GEMM from its operands' shapes (before any checking;
+    the operand sizes for shapes that are not matrices): the thread decision."""
+    sa, sb = np.shape(A), np.shape(B)
+    if len(sa) >= 2 and len(sb) >= 2:
+        return max(math.prod(sa[:-2]), math.prod(sb[:-2])) * sa[-2] * sa[-1] * sb[-1]
+    return math.prod(sa) + math.prod(sb)
 
 
 def _round_mode(round_inputs):
@@ -323,11 +353,12 @@ def _operand(x, fmt, name, mode, keep_layout):
         arr = x                             # (a transposed view is read in place)
     else:
         arr = as_float_array(x, name)
-    if fmt == TF32:
+    tf32 = fmt.name == "tf32" and fmt == TF32
+    if tf32:
         arr = _tf32(arr, name, mode)
     elif mode is not None:
         arr = np.asarray(sf_round(arr, fmt, mode))
-    return arr, Checker(arr if (mode is not None or fmt == TF32) else x, fmt, name)
+    return arr, Checker(arr, fmt, name)
 
 
 def _check_k_order(k_order, k):
@@ -364,7 +395,7 @@ def operands(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, k_order,
         raise ValueError(f"shape mismatch: A is {' x '.join(map(str, a.shape))} and B is "
                          f"{' x '.join(map(str, b.shape))}; A's columns must equal B's rows")
     try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        batch = () if a.ndim == b.ndim == 2 else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         raise ValueError(f"the batch dimensions of A {a.shape[:-2]} and B {b.shape[:-2]} do "
                          "not broadcast") from None
@@ -372,23 +403,26 @@ def operands(A, B, C, in_fmt: Format, acc_fmt: Format, round_inputs, k_order,
         perm = _check_k_order(k_order, a.shape[-1])
         a, b = a[..., perm], b[..., perm, :]
     shape = batch + (a.shape[-2], b.shape[-1])
-    a = np.broadcast_to(a, batch + a.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
+    if batch:
+        a = np.broadcast_to(a, batch + a.shape[-2:])
+        b = np.broadcast_to(b, batch + b.shape[-2:])
     c = None
     if C is not None:
         c0 = as_float_array(C, nc)
-        try:
-            cb_ = np.broadcast_to(c0, shape)
-        except ValueError:
+        if c0.shape != shape and (c0.ndim > len(shape) or any(
+                d not in (1, e) for d, e in zip(c0.shape[::-1], shape[::-1]))):
             out = ", ".join(map(str, shape))
             raise ValueError(f"C of shape {c0.shape} does not broadcast to the output shape "
-                             f"({out})") from None
+                             f"({out})")
         chk = Checker(c0.reshape(()) if vector else c0, acc_fmt, nc,
                       f" (it holds an accumulator value, format {acc_fmt.name})")
-        flat = np.ascontiguousarray(c0).reshape(-1)
-        c64 = np.empty(flat.size)
-        chk.settle(convert(flat, c64, chk.gp) if flat.size else 0)
-        c = np.broadcast_to(c64.reshape(c0.shape), shape) if cb_.size else cb_
+        c = np.empty(c0.shape)
+        if c.size:
+            chk.settle(convert(c0.reshape(-1), c.reshape(-1), chk.gp))
+        if c0.shape != shape:
+            full = np.empty(shape)
+            full[...] = c                   # (faster than np.broadcast_to for small shapes)
+            c = full
     return Operands(a, b, c, ca, cb, shape)
 
 

@@ -104,8 +104,6 @@ _EXPMASK = np.int64(F64_EXP_FIELD)          # (as int64 for the vector masks)
 _INV_BITS = np.int64(INV_BITS)
 #: Powers below this are zero (every non-zero power is >= 2^EMAX_CLAMP).
 _TINY_TEST = 2.0 ** -1000
-#: Panels of B packed by one parallel task.
-PACK_PANELS = 8
 
 
 @njit(cache=True, error_model="numpy")
@@ -123,37 +121,124 @@ def _nonfinite(x):
     return (abs(x) == np.inf) | (x != x)
 
 
+@njit(cache=True, error_model="numpy")
+def _conv(xs, os, codes, flags, gp, emin, bias):
+    """os = float64(xs), codes = their exponent codes (_exp16), flags |= 1 where Inf/NaN, for
+    slices of equal length; returns the number of elements fast_ok did not pass.  (Whole
+    slices, indices from 0: LLVM vectorises this loop, which it did not inside a prange body
+    with computed bounds.)"""
+    cnt = 0
+    for t in range(xs.shape[0]):
+        x = np.float64(xs[t])
+        os[t] = x
+        cnt += not fast_ok(x, gp)
+        flags[t] |= _nonfinite(x)
+        codes[t] = _exp16(x, emin, bias)
+    return cnt
+
+
+@njit(cache=True, error_model="numpy")
+def _pack_rows(a, trans, av, pea, g, m, gp, emin, rowbad):
+    """Tile g of pack_a (a plain function: array expressions in a prange body become nested
+    parallel loops)."""
+    k = a.shape[0] if trans else a.shape[1]
+    kp = av.shape[1]
+    codes = np.empty(kp, np.int16)
+    flags = np.zeros(kp, np.uint8)
+    cols = np.empty((ROWS, k))
+    if trans:
+        # A's rows are columns of a: gather the tile's ROWS of them in one pass over a's rows
+        # (ROWS adjacent elements of each).
+        h = min(ROWS, m - g * ROWS)
+        for t in range(k):
+            for r in range(h):
+                cols[r, t] = a[t, g * ROWS + r]
+    cnt = 0
+    for r in range(ROWS):
+        i = g * ROWS + r
+        row = av[i]
+        if i < m:
+            flags[:] = 0
+            if trans:
+                cnt += _conv(cols[r], row[:k], codes[:k], flags[:k], gp, emin, 0)
+            else:
+                cnt += _conv(a[i], row[:k], codes[:k], flags[:k], gp, emin, 0)
+            rowbad[i] = flags.max() if k else 0
+            row[k:] = 0.0
+            codes[k:] = ZERO_E16
+        else:
+            row[:] = 0.0
+            codes[:] = ZERO_E16
+        for t in range(kp):
+            e = codes[t]
+            for lane in range(LANES):
+                pea[g, t, r * LANES + lane] = e
+    return cnt
+
+
 @njit(parallel=True, cache=True, error_model="numpy")
 def pack_a(a, trans, av, pea, gp, emin, rowbad):
     """av[i, t] = A[i, t] (0 for t >= k or i >= m), pea[g, t, LANES r + l] = the exponent code
     (_exp16, no bias) of A[ROWS g + r, t] for every l (ZERO_E16 outside A); A is ``a``, or its
     transpose when trans (a transposed view, read in place).  gp: the grid filter's parameters
-    (_prep.filter_params).  Returns the number of elements fast_ok did not pass."""
-    m, k = (a.shape[1], a.shape[0]) if trans else (a.shape[0], a.shape[1])
-    kp = av.shape[1]
-    nq = pea.shape[0]
+    (_prep.filter_params).  rowbad[i] = 1 where row i holds Inf/NaN.  Returns the number of
+    elements fast_ok did not pass."""
+    m = a.shape[1] if trans else a.shape[0]
     rej = 0
-    for g in prange(nq):
-        nr = 0
-        for r in range(ROWS):
-            i = g * ROWS + r
-            if i < m:
-                rowbad[i] = 0
-        for t in range(kp):
-            for r in range(ROWS):
-                i = g * ROWS + r
-                x = 0.0
-                if i < m and t < k:
-                    x = np.float64(a[t, i]) if trans else np.float64(a[i, t])
-                    nr += not fast_ok(x, gp)
-                    if _nonfinite(x):
-                        rowbad[i] = 1
-                av[i, t] = x
-                e = _exp16(x, emin, 0)
-                for lane in range(LANES):
-                    pea[g, t, r * LANES + lane] = e
-        rej += nr
+    for g in prange(pea.shape[0]):
+        rej += _pack_rows(a, trans, av, pea, g, m, gp, emin, rowbad)
     return rej
+
+
+#: Panels of B packed by one parallel task (rows of 64 columns read at a time).
+PACK_PANELS = 8
+
+
+@njit(cache=True, error_model="numpy")
+def _pack_panels(b, trans, bp, peb, p0, gp, emin, colbad):
+    """Panels p0 .. p0 + PACK_PANELS - 1 of pack_b, read along B's rows (or, transposed, along
+    b's rows, B's columns), written into the panels (a plain function: array expressions in a
+    prange body become nested parallel loops)."""
+    k, n = (b.shape[1], b.shape[0]) if trans else (b.shape[0], b.shape[1])
+    npan, kp, _ = bp.shape
+    p1 = min(npan, p0 + PACK_PANELS)
+    j0 = p0 * LANES
+    w = min((p1 - p0) * LANES, n - j0)
+    cnt = 0
+    if trans:
+        vals = np.empty(k)
+        codes = np.empty(k, np.int16)
+        flags = np.zeros(k, np.uint8)
+        bp[p0:p1] = 0.0
+        peb[p0:p1] = ZERO_E16
+        for j in range(w):
+            flags[:] = 0
+            cnt += _conv(b[j0 + j], vals, codes, flags, gp, emin, BIAS)
+            colbad[j0 + j] = flags.max() if k else 0
+            p = p0 + j // LANES
+            lane = j % LANES
+            for t in range(k):
+                bp[p, t, lane] = vals[t]
+                peb[p, t, lane] = codes[t]
+        return cnt
+    row = np.zeros((p1 - p0) * LANES)
+    codes = np.empty((p1 - p0) * LANES, np.int16)
+    flags = np.zeros((p1 - p0) * LANES, np.uint8)
+    for t in range(kp):
+        if t < k:
+            cnt += _conv(b[t, j0:j0 + w], row[:w], codes[:w], flags[:w], gp, emin, BIAS)
+            row[w:] = 0.0
+            codes[w:] = ZERO_E16
+        else:
+            row[:] = 0.0
+            codes[:] = ZERO_E16
+        for q in range(p1 - p0):
+            for lane in range(LANES):
+                bp[p0 + q, t, lane] = row[q * LANES + lane]
+                peb[p0 + q, t, lane] = codes[q * LANES + lane]
+    for j in range(w):
+        colbad[j0 + j] = flags[j]
+    return cnt
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -161,28 +246,9 @@ def pack_b(b, trans, bp, peb, gp, emin, colbad):
     """bp[p, t, l] = B[t, LANES p + l] (0 outside B), peb[p, t, l] = its exponent code (_exp16
     with BIAS); B is ``b``, or its transpose when trans.  colbad[j] = 1 where column j holds
     Inf/NaN.  Returns the number of elements fast_ok did not pass."""
-    k, n = (b.shape[1], b.shape[0]) if trans else (b.shape[0], b.shape[1])
-    npan, kp, _ = bp.shape
     rej = 0
-    for ch in prange((npan + PACK_PANELS - 1) // PACK_PANELS):
-        nr = 0
-        for p in range(ch * PACK_PANELS, min(npan, ch * PACK_PANELS + PACK_PANELS)):
-            j0 = p * LANES
-            w = min(LANES, n - j0)
-            for lane in range(LANES):
-                if lane < w:
-                    colbad[j0 + lane] = 0
-            for t in range(kp):
-                for lane in range(LANES):
-                    x = 0.0
-                    if t < k and lane < w:
-                        x = np.float64(b[j0 + lane, t]) if trans else np.float64(b[t, j0 + lane])
-                        nr += not fast_ok(x, gp)
-                        if _nonfinite(x):
-                            colbad[j0 + lane] = 1
-                    bp[p, t, lane] = x
-                    peb[p, t, lane] = _exp16(x, emin, BIAS)
-        rej += nr
+    for ch in prange((bp.shape[0] + PACK_PANELS - 1) // PACK_PANELS):
+        rej += _pack_panels(b, trans, bp, peb, ch * PACK_PANELS, gp, emin, colbad)
     return rej
 
 

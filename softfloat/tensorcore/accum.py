@@ -49,7 +49,7 @@ from .._validate import DEFAULT_SR_BITS, check_flags, check_index_offset, check_
 from ..formats import Format, get_format
 from ..modes import Mode, parse_mode
 from ..rng import random_bits
-from ._prep import as_float64, operands
+from ._prep import as_float64, gemm_work, operands
 
 __all__ = ["Accumulator", "accum_gemm", "ORDERS"]
 
@@ -144,16 +144,16 @@ def accum_gemm(A, B, C=None, *, acc_format=None, mode="rne", order="sequential",
     key, rbits = check_sr(accumulator.mode, seed, sr_bits, max_bits=max_sr)
     check_flags(flags)
     base = check_index_offset(index_offset)
-    ops = operands(A, B, C, fin, acc, round_inputs, k_order, vector)
-    m, n = ops.shape[-2:]
-    k = ops.a.shape[-1]
-    out = np.empty(ops.shape)
-    nb = out.size // max(m * n, 1)
-    counts = np.zeros((max(m, 1), NFLAGS), np.int64)
-    order = ORDERS[accumulator.order]
-    blk = accumulator.block if accumulator.block is not None else (1 if order == PAIRWISE
-                                                                  else max(k, 1))
-    with serial_if_small(out.size * max(k, 1)):
+    with serial_if_small(gemm_work(A, B)):
+        ops = operands(A, B, C, fin, acc, round_inputs, k_order, vector)
+        m, n = ops.shape[-2:]
+        k = ops.a.shape[-1]
+        out = np.empty(ops.shape)
+        nb = out.size // max(m * n, 1)
+        counts = np.zeros((max(m, 1), NFLAGS), np.int64)
+        order = ORDERS[accumulator.order]
+        blk = accumulator.block if accumulator.block is not None else (1 if order == PAIRWISE
+                                                                      else max(k, 1))
         for t, idx in enumerate(np.ndindex(ops.shape[:-2])):
             c = np.zeros((m, n)) if ops.c is None else np.ascontiguousarray(ops.c[idx])
             if m and n:
