@@ -45,8 +45,8 @@ Semantics and choices (see the spec section given):
 Methods (one path per kind of model).
 * Hardware models (F finite): the SIMD tile kernel (softfloat/tensorcore/_tile.py) on float64
   lanes in which every operation is exact (integers times powers of two), its shapes chosen per
-  instruction set (softfloat/_intrinsics.py), then the scalar reference (_scalar.hw_dot) on the
-  elements whose inputs hold Inf/NaN or that came near overflow.
+  instruction set (softfloat/_intrinsics.py), then the scalar reference (_superacc.dot_chain on
+  _scalar's block steps) on the elements whose inputs hold Inf/NaN or that came near overflow.
 * Ideal models (K = F = infinity; "exact sum, one rounding", exact for every input): numpy's
   float64 matmul (every product of these inputs is exact in float64), then per element an
   exactness certificate, an error-bound bracket or a compensated sum that rounds to a single

@@ -1,10 +1,11 @@
 """The scalar reference of the truncating block-FMA models (spec section 2, finite K and F) and
 the accumulator rounding every Tensor Core path ends in.
 
-Provides ``hw_dot`` (one DOT, special values included: the reference kernel that _tile.hw_fix
-runs on the elements the SIMD kernel marks), ``round_out`` (spec ROUND), ``block_special``
-(spec step 1) and ``acc_exponent``.  The fast GEMM is _tile.fused_gemm.  Kernels take only arrays
-and plain numbers.
+Provides ``trunc_block`` (steps 3-4 of one BLOCK_STEP: alignment, truncation, the exact sum),
+``round_out`` (spec ROUND), ``block_special`` (spec step 1) and ``acc_exponent``; the chained DOT
+built on them, with special values (the reference that _tile.hw_fix runs on the elements the
+SIMD kernel marks), is _superacc.dot_chain, which also chains exact blocks.  The fast GEMM is
+_tile.fused_gemm.  Kernels take only arrays and plain numbers.
 
 Operand encoding.  Each input x is carried twice: its value (float64) and its alignment
 exponent E = max(floor(log2 |x|), emin) as a float32 holding a small integer (spec step 2:
@@ -129,32 +130,19 @@ def block_special(acc, av, bv, k0, k1):
 
 
 @njit(cache=True, error_model="numpy")
-def hw_dot(av, ea, bv, eb, c, K, F, f, emin_acc, emax_acc, rne):
-    """DOT of spec section 2 for one output element, special values included: chained
-    BLOCK_STEPs over blocks of K in ascending k (a short last block is the zero-padded one).
+def trunc_block(acc, av, ea, bv, eb, k0, k1, F, emin_acc):
+    """Steps 3-4 of BLOCK_STEP for finite operands: the exact value S * 2^(E_max - F) of the
+    block k0 .. k1-1 started from the accumulator value acc.
 
     av, bv: the row of A and the column of B (values); ea, eb: their alignment exponents
-    (module docstring); c: the initial accumulator value.
-    """
-    qscale = pow2(-f)
-    qmin = pow2(emin_acc - f)
-    lim = pow2(emax_acc + 1)
-    n = av.shape[0]
-    acc = np.float64(c)
-    for k0 in range(0, n, K):
-        k1 = min(n, k0 + K)
-        r, special = block_special(acc, av, bv, k0, k1)
-        if special:
-            acc = r
-            continue
-        # Step 3: E_max over c and the products (zeros carry ZERO_EXP and never win).
-        e = acc_exponent(acc, emin_acc)
-        for kk in range(k0, k1):
-            e = max(e, np.float64(ea[kk]) + np.float64(eb[kk]))
-        e = max(e, np.float64(EMAX_CLAMP))
-        sc = pow2(F - np.int64(e))              # 1 / unit
-        s = 0.0 + np.trunc(acc * sc)            # 0.0 + : an all-zero sum is +0, never -0
-        for kk in range(k0, k1):
-            s += np.trunc(np.float64(av[kk]) * np.float64(bv[kk]) * sc)
-        acc = round_out(s * pow2(np.int64(e) - F), qscale, qmin, lim, rne)
-    return acc
+    (module docstring)."""
+    # Step 3: E_max over c and the products (zeros carry ZERO_EXP and never win).
+    e = acc_exponent(acc, emin_acc)
+    for kk in range(k0, k1):
+        e = max(e, np.float64(ea[kk]) + np.float64(eb[kk]))
+    e = max(e, np.float64(EMAX_CLAMP))
+    sc = pow2(F - np.int64(e))              # 1 / unit
+    s = 0.0 + np.trunc(acc * sc)            # 0.0 + : an all-zero sum is +0, never -0
+    for kk in range(k0, k1):
+        s += np.trunc(np.float64(av[kk]) * np.float64(bv[kk]) * sc)
+    return s * pow2(np.int64(e) - F)

@@ -3,6 +3,10 @@ dot products of spec section 3 -- exact for every input -- and custom exact bloc
 
 Provides
     exact_gemm(av, bv, cv, out, K, f, emin, emax, rne)   exact blocks of K, each rounded once
+    dot_chain(...)                                       one DOT (spec section 2): chained
+                                                         blocks, exact (F < 0) or truncating
+                                                         (_scalar.trunc_block), special values
+                                                         included
     ideal_dot(...)                                       one exact dot product rounded once
                                                          (the last resort of the ideal models'
                                                          fast path, softfloat/tensorcore/
@@ -34,7 +38,7 @@ from numba import njit, prange
 
 from .._primitives import (F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT,
                           pow2)
-from ._scalar import block_special, round_out
+from ._scalar import block_special, round_out, trunc_block
 
 _M32 = np.int64(0xFFFFFFFF)
 _TWO32 = np.int64(1 << 32)
@@ -134,20 +138,22 @@ def _read_rto(limbs, lo):
 
 
 @njit(cache=True, error_model="numpy")
+def _add(limbs, x, lo, hi):
+    """limbs += x exactly (nothing for x = 0); returns the updated range lo..hi of the limbs
+    touched."""
+    if x == 0.0:
+        return lo, hi
+    li = _add_term(limbs, x)
+    return min(lo, li), max(hi, li + 2)
+
+
+@njit(cache=True, error_model="numpy")
 def exact_block_sum(limbs, av, bv, k0, k1, c):
     """RO53(c + sum_{k0 <= k < k1} a_k b_k) for finite inputs (+0.0 for an exact zero)."""
-    lo = NLIMBS
-    hi = 0
-    if c != 0.0:
-        li = _add_term(limbs, c)
-        lo = min(lo, li)
-        hi = max(hi, li + 2)
+    lo, hi = _add(limbs, c, NLIMBS, 0)
     for kk in range(k0, k1):
-        p = np.float64(av[kk]) * np.float64(bv[kk])    # exact: <= 52 bits, in range
-        if p != 0.0:
-            li = _add_term(limbs, p)
-            lo = min(lo, li)
-            hi = max(hi, li + 2)
+        # (exact: <= 52 bits, in range)
+        lo, hi = _add(limbs, np.float64(av[kk]) * np.float64(bv[kk]), lo, hi)
     return _finish_sum(limbs, lo, hi)
 
 
@@ -171,8 +177,12 @@ def _finish_sum(limbs, lo, hi):
 
 
 @njit(cache=True, error_model="numpy")
-def exact_dot(limbs, av, bv, c, K, f, emin, emax, rne):
-    """DOT with exact alignment: blocks of K (K >= len: one block), each rounded once."""
+def dot_chain(limbs, av, ea, bv, eb, c, K, F, f, emin, emax, rne):
+    """DOT of spec section 2 for one output element, special values included: chained
+    BLOCK_STEPs over blocks of K in ascending k (a short last block is the zero-padded one),
+    each rounded once (round_out).  F >= 0: the truncating blocks of the hardware models
+    (_scalar.trunc_block; ea, eb the alignment exponents of av, bv); F < 0: exact blocks (the
+    superaccumulator; ea, eb unused)."""
     qscale = pow2(-f)
     qmin = pow2(emin - f)
     lim = pow2(emax + 1)
@@ -184,7 +194,10 @@ def exact_dot(limbs, av, bv, c, K, f, emin, emax, rne):
         if sp:
             acc = r
             continue
-        x = exact_block_sum(limbs, av, bv, k0, k1, acc)
+        if F >= 0:
+            x = trunc_block(acc, av, ea, bv, eb, k0, k1, F, emin)
+        else:
+            x = exact_block_sum(limbs, av, bv, k0, k1, acc)
         acc = round_out(x, qscale, qmin, lim, rne)
     return acc
 
@@ -241,27 +254,22 @@ def ideal_dot(limbs, rem, lev, av, bv, c, f, emin, emax, rne):
     if sp:
         return r
     nl = extract_levels(av, bv, rem, lev)
-    lo = NLIMBS
-    hi = 0
-    if acc != 0.0:
-        li = _add_term(limbs, acc)
-        lo = min(lo, li)
-        hi = max(hi, li + 2)
+    lo, hi = _add(limbs, acc, NLIMBS, 0)
     for t in range(nl):
-        if lev[t] != 0.0:
-            li = _add_term(limbs, lev[t])
-            lo = min(lo, li)
-            hi = max(hi, li + 2)
+        lo, hi = _add(limbs, lev[t], lo, hi)
     x = _finish_sum(limbs, lo, hi)
     return round_out(x, pow2(-f), pow2(emin - f), pow2(emax + 1), rne)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def exact_gemm(av, bv, cv, out, K, f, emin, emax, rne):
-    """out[i, j] = exact_dot(A[i, :], B[:, j], C[i, j]); av, bv, cv, out float64."""
+    """out[i, j] = DOT(A[i, :], B[:, j], C[i, j]) with exact blocks of K (dot_chain, F < 0);
+    av, bv, cv, out float64."""
     m = av.shape[0]
     n = bv.shape[1]
+    none = np.empty(0, np.float32)
     for i in prange(m):
         limbs = np.zeros(NLIMBS, np.int64)
         for j in range(n):
-            out[i, j] = exact_dot(limbs, av[i], bv[:, j], cv[i, j], K, f, emin, emax, rne)
+            out[i, j] = dot_chain(limbs, av[i], none, bv[:, j], none, cv[i, j], K, -1, f, emin,
+                                  emax, rne)

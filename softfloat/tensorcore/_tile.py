@@ -16,7 +16,7 @@ Provides
         out = DOT for every element; NaN marks an element that must be recomputed (below)
     fix_list(rowbad, colbad, cv, out)   (rows, cols) of the elements hw_fix must recompute
     hw_fix(av, pea, bp, peb, cv, out, rows, cols, K, F, f, emin_acc, emax_acc, rne)
-        those elements with the scalar reference (softfloat.tensorcore._scalar.hw_dot)
+        those elements with the scalar reference (softfloat.tensorcore._superacc.dot_chain)
 
 Encoding.  kp = k rounded up to a multiple of K (zero padding: the short last block of the spec
 is the zero-padded one); rows past m (up to a whole tile) are zero rows.  Each input x is carried
@@ -77,7 +77,8 @@ from .._intrinsics import (LANES, ROWS, sadd, sany_ult, sbcast_rows, sfloor, slo
                             vmax, vmul, vrint, vselect_ge, vsplat, vstore, vsub, vterm, vtrunc)
 from .._primitives import F64_EXP_ALL_ONES, F64_EXP_FIELD, F64_FRAC_BITS
 from ._prep import fast_ok
-from ._scalar import EMAX_CLAMP, INV_BITS, ZERO_EXP, hw_dot
+from ._scalar import EMAX_CLAMP, INV_BITS, ZERO_EXP
+from ._superacc import NLIMBS, dot_chain
 
 #: Rows of A per parallel chunk (a multiple of ROWS): the chunk's rows (values and exponent
 #: codes) and one panel of B stay in a core's L2 cache while the tiles pass over the panels.
@@ -522,8 +523,8 @@ def fix_list(rowbad, colbad, cv, out):
 
 @njit(cache=True, error_model="numpy")
 def _fexp(e, bias):
-    """An exponent code of pea / peb (bias removed) as the float32 hw_dot takes (ZERO_EXP for
-    a zero)."""
+    """An exponent code of pea / peb (bias removed) as the float32 dot_chain takes (ZERO_EXP
+    for a zero)."""
     if e == ZERO_E16:
         return np.float32(ZERO_EXP)
     return np.float32(np.int64(e) // CODE - bias)
@@ -531,8 +532,8 @@ def _fexp(e, bias):
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def hw_fix(av, pea, bp, peb, cv, out, rows, cols, K, F, f, emin_acc, emax_acc, rne):
-    """Recompute out[rows[t], cols[t]] with the scalar _scalar.hw_dot (special values and
-    overflow included), from the packed operands."""
+    """Recompute out[rows[t], cols[t]] with the scalar reference _superacc.dot_chain (special
+    values and overflow included), from the packed operands."""
     kp = av.shape[1]
     for s in prange(rows.shape[0]):
         i = rows[s]
@@ -543,9 +544,11 @@ def hw_fix(av, pea, bp, peb, cv, out, rows, cols, K, F, f, emin_acc, emax_acc, r
         r = i - g * ROWS
         ea = np.empty(kp, np.float32)
         eb = np.empty(kp, np.float32)
+        limbs = np.zeros(NLIMBS, np.int64)                  # (not used: F >= 0)
         bcol = np.empty(kp)
         for t in range(kp):
             ea[t] = _fexp(pea[g, t, r * LANES], 0)
             eb[t] = _fexp(peb[p, t, lane], BIAS)
             bcol[t] = bp[p, t, lane]
-        out[i, j] = hw_dot(av[i], ea, bcol, eb, cv[i, j], K, F, f, emin_acc, emax_acc, rne)
+        out[i, j] = dot_chain(limbs, av[i], ea, bcol, eb, cv[i, j], K, F, f, emin_acc,
+                              emax_acc, rne)

@@ -228,19 +228,25 @@ def _seq(av, bv, k0, k1, acc, start_zero, fused, kahan, fp, rbits, mode, key, id
             first = False
             continue
         y, f1, idx = _term(a, b, fused, comp, kahan, fp, rbits, mode, key, idx)
-        fl |= f1
-        t, f2 = _add(acc, y, fp, rbits, mode, key, idx)
-        idx += _ONE
-        fl |= f2
-        if kahan:
-            # comp = RND(RND(t - acc) - y): the part of y that did not make it into t.
-            d, f3 = _add(t, -acc, fp, rbits, mode, key, idx)
-            idx += _ONE
-            comp, f4 = _add(d, -y, fp, rbits, mode, key, idx)
-            idx += _ONE
-            fl |= f3 | f4
-        acc = t
+        acc, comp, f2, idx = _accumulate(acc, y, kahan, fp, rbits, mode, key, idx)
+        fl |= f1 | f2
     return acc, fl, idx
+
+
+@njit(cache=True)
+def _accumulate(acc, y, kahan, fp, rbits, mode, key, idx):
+    """acc + y, rounded; with Kahan also the new compensation comp = RND(RND(t - acc) - y), the
+    part of y that did not make it into t.  Returns (t, comp, flags, next idx)."""
+    t, fl = _add(acc, y, fp, rbits, mode, key, idx)
+    idx += _ONE
+    comp = 0.0
+    if kahan:
+        d, f3 = _add(t, -acc, fp, rbits, mode, key, idx)
+        idx += _ONE
+        comp, f4 = _add(d, -y, fp, rbits, mode, key, idx)
+        idx += _ONE
+        fl |= f3 | f4
+    return t, comp, fl, idx
 
 
 @njit(cache=True)
@@ -266,16 +272,8 @@ def _element(av, bv, c, order, block, fused, kahan, fp, rbits, mode, key, idx, l
                 y, f2 = _add(s, -comp, fp, rbits, mode, key, idx)
                 idx += _ONE
                 fl |= f2
-            nacc, f3 = _add(acc, y, fp, rbits, mode, key, idx)
-            idx += _ONE
+            acc, comp, f3, idx = _accumulate(acc, y, kahan, fp, rbits, mode, key, idx)
             fl |= f3
-            if kahan:
-                d, f4 = _add(nacc, -acc, fp, rbits, mode, key, idx)
-                idx += _ONE
-                comp, f5 = _add(d, -y, fp, rbits, mode, key, idx)
-                idx += _ONE
-                fl |= f4 | f5
-            acc = nacc
         return acc, fl
     # PAIRWISE: leaves are sequential sums of blocks (one rounded product for block = 1),
     # combined level by level in adjacent pairs (an odd last one moves up unchanged); c last.
