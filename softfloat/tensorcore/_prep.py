@@ -174,12 +174,13 @@ def _convert(xs, os, gp):
     return cnt
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def convert(x, out, gp):
-    """out = float64(x) for a 1-d x; returns the number of elements fast_ok did not pass."""
+    """out = float64(x) for a 1-d x; returns the number of elements fast_ok did not pass.  (One
+    thread: C and the custom models' operands, O(size) against their O(m n k) GEMMs.)"""
     n = x.shape[0]
     rej = 0
-    for c in prange((n + CHUNK - 1) // CHUNK):
+    for c in range((n + CHUNK - 1) // CHUNK):
         lo = c * CHUNK
         hi = min(n, lo + CHUNK)
         rej += _convert(x[lo:hi], out[lo:hi], gp)

@@ -126,8 +126,8 @@ def _nonfinite(x):
 def _conv(xs, os, codes, flags, gp, emin, bias):
     """os = float64(xs), codes = their exponent codes (_exp16), flags |= 1 where Inf/NaN, for
     slices of equal length; returns the number of elements fast_ok did not pass.  (Whole
-    slices, indices from 0: LLVM vectorises this loop, which it did not inside a prange body
-    with computed bounds.)"""
+    slices, indices from 0: LLVM vectorises this loop; with computed bounds Numba's negative
+    index handling stopped it.)"""
     cnt = 0
     for t in range(xs.shape[0]):
         x = np.float64(xs[t])
@@ -140,8 +140,7 @@ def _conv(xs, os, codes, flags, gp, emin, bias):
 
 @njit(cache=True, error_model="numpy")
 def _pack_rows(a, trans, av, pea, g, m, gp, emin, rowbad):
-    """Tile g of pack_a (a plain function: array expressions in a prange body become nested
-    parallel loops)."""
+    """Tile g of pack_a."""
     k = a.shape[0] if trans else a.shape[1]
     kp = av.shape[1]
     codes = np.empty(kp, np.int16)
@@ -177,29 +176,30 @@ def _pack_rows(a, trans, av, pea, g, m, gp, emin, rowbad):
     return cnt
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def pack_a(a, trans, av, pea, gp, emin, rowbad):
     """av[i, t] = A[i, t] (0 for t >= k or i >= m), pea[g, t, LANES r + l] = the exponent code
     (_exp16, no bias) of A[ROWS g + r, t] for every l (ZERO_E16 outside A); A is ``a``, or its
     transpose when trans (a transposed view, read in place).  gp: the grid filter's parameters
     (_prep.filter_params).  rowbad[i] = 1 where row i holds Inf/NaN.  Returns the number of
-    elements fast_ok did not pass."""
+    elements fast_ok did not pass.  (One thread: packing is O(m k) against the GEMM's O(m n k),
+    0.5 ms at n = 1024, and a parallel loop would double the kernel's compile time, which a
+    first training run pays.)"""
     m = a.shape[1] if trans else a.shape[0]
     rej = 0
-    for g in prange(pea.shape[0]):
+    for g in range(pea.shape[0]):
         rej += _pack_rows(a, trans, av, pea, g, m, gp, emin, rowbad)
     return rej
 
 
-#: Panels of B packed by one parallel task (rows of 64 columns read at a time).
+#: Panels of B packed together (B's rows read PACK_PANELS * LANES columns at a time).
 PACK_PANELS = 8
 
 
 @njit(cache=True, error_model="numpy")
 def _pack_panels(b, trans, bp, peb, p0, gp, emin, colbad):
     """Panels p0 .. p0 + PACK_PANELS - 1 of pack_b, read along B's rows (or, transposed, along
-    b's rows, B's columns), written into the panels (a plain function: array expressions in a
-    prange body become nested parallel loops)."""
+    b's rows, B's columns), written into the panels."""
     k, n = (b.shape[1], b.shape[0]) if trans else (b.shape[0], b.shape[1])
     npan, kp, _ = bp.shape
     p1 = min(npan, p0 + PACK_PANELS)
@@ -242,13 +242,13 @@ def _pack_panels(b, trans, bp, peb, p0, gp, emin, colbad):
     return cnt
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def pack_b(b, trans, bp, peb, gp, emin, colbad):
     """bp[p, t, l] = B[t, LANES p + l] (0 outside B), peb[p, t, l] = its exponent code (_exp16
     with BIAS); B is ``b``, or its transpose when trans.  colbad[j] = 1 where column j holds
-    Inf/NaN.  Returns the number of elements fast_ok did not pass."""
+    Inf/NaN.  Returns the number of elements fast_ok did not pass.  (One thread, as pack_a.)"""
     rej = 0
-    for ch in prange((bp.shape[0] + PACK_PANELS - 1) // PACK_PANELS):
+    for ch in range((bp.shape[0] + PACK_PANELS - 1) // PACK_PANELS):
         rej += _pack_panels(b, trans, bp, peb, ch * PACK_PANELS, gp, emin, colbad)
     return rej
 
@@ -458,6 +458,7 @@ def _rows(av, pea, bp, peb, cv, out, r0, r1, K, F, f, emin_acc, thr, rne, chk):
     npan, kp, _ = bp.shape
     cbuf = np.empty((ROWS, LANES))
     obuf = np.empty((ROWS, LANES))
+    recheck = K > 0                         # True, as a run-time bool: one compilation of _tile
     for p in range(npan):
         j0 = p * LANES
         w = min(LANES, n - j0)
@@ -469,7 +470,7 @@ def _rows(av, pea, bp, peb, cv, out, r0, r1, K, F, f, emin_acc, thr, rne, chk):
             if _tile(av, pea, bp, peb, cbuf, obuf, i0 // ROWS, p * kp * LANES, kp,
                      K, F, f, emin_acc, thr, rne, chk):
                 _tile(av, pea, bp, peb, cbuf, obuf, i0 // ROWS, p * kp * LANES, kp,
-                      K, F, f, emin_acc, thr, rne, True)
+                      K, F, f, emin_acc, thr, rne, recheck)
             for r in range(h):
                 for lane in range(w):
                     out[i0 + r, j0 + lane] = obuf[r, lane]
@@ -530,12 +531,14 @@ def _fexp(e, bias):
     return np.float32(np.int64(e) // CODE - bias)
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy")
 def hw_fix(av, pea, bp, peb, cv, out, rows, cols, K, F, f, emin_acc, emax_acc, rne):
     """Recompute out[rows[t], cols[t]] with the scalar reference _superacc.dot_chain (special
-    values and overflow included), from the packed operands."""
+    values and overflow included), from the packed operands.  (One thread: the elements with
+    Inf/NaN inputs or near overflow are few, and a parallel loop would lengthen the first
+    run's compilation.)"""
     kp = av.shape[1]
-    for s in prange(rows.shape[0]):
+    for s in range(rows.shape[0]):
         i = rows[s]
         j = cols[s]
         p = j // LANES
