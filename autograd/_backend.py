@@ -350,20 +350,17 @@ def tc_matmul(a: np.ndarray, b: np.ndarray, policy, c: np.ndarray | None = None)
         dt = carrier(policy.compute)
         out = np.matmul(a.astype(dt, copy=False), b.astype(dt, copy=False))
         return out if c is None else out + np.asarray(c, dt)
+    if acc != "dfp16":
+        # softfloat.tensorcore takes the batch (leading dimensions broadcast as np.matmul's),
+        # transposed views (read in place) and the bias (broadcast to the output) as they are:
+        # one call, one thread decision, no copies here.
+        return _tensorcore().gemm(a, b, c, model=acc, in_format=policy.compute,
+                                  acc_format=policy.accumulation_fmt)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     cm = None if c is None else np.broadcast_to(np.asarray(c), shape[-2:])
-    if acc == "dfp16":
-        def gemm2(x, y):
-            return _dfp_gemm(x, y, policy, cm)
-    else:
-        tc = _tensorcore()
-        cc = None if cm is None else np.ascontiguousarray(cm, policy.accumulation_fmt.carrier_dtype)
 
-        def gemm2(x, y):
-            # (Transposed views go in as they are: tc.gemm copies what it must, and its ideal
-            # models read F-contiguous float32 operands in place.)
-            return np.asarray(tc.gemm(x, y, cc, model=acc, in_format=policy.compute.name,
-                                      acc_format=policy.accumulation_fmt.name))
+    def gemm2(x, y):
+        return _dfp_gemm(x, y, policy, cm)
     if len(shape) == 2:
         return gemm2(a, b)
     # Batched: one GEMM per matrix of the broadcast batch, as a batched cuBLAS call runs.

@@ -53,7 +53,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._int32 import add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32, xor32
+from ._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
+                          xor32)
 from ._kernels_round import CHUNK, add_flag_counts
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW,
@@ -188,7 +189,7 @@ def _normal_one(b, u, is_sr, C):
     """Pass 1: (pattern, flags, special) with special = below 2^emin, Inf or NaN (left for
     pass 2); rounding at bit d and overflow otherwise.  Kept lean: this is the common case.
 
-    The pattern and the tests are computed with softfloat._int32's 32-bit operations (plain
+    The pattern and the tests are computed with softfloat._intrinsics' 32-bit operations (plain
     uint32 expressions would be widened to 64 bits by Numba, halving the SIMD width).  No sum
     wraps: a < 2^31 and every increment is < 2^d <= 2^23."""
     (ud, low, keep, c0, cpar, cpos, cneg, rto_lsb, s1, s2, tinybits, maxbits, ovp, ovn,

@@ -2,12 +2,12 @@
 once): the certificates on top of numpy's float64 matmul, and the cheap compensated fallback.
 
 Provides
-    certify_serial / certify_parallel(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad,
-                                      mode, qscale, qmin, lim, rne) -> uncertified count
+    certify(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode, qscale, qmin,
+            lim, rne) -> uncertified count
     dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim, rne, f, emin,
              emax)
         the elements the certificates left, by a compensated (Dot2) sum with its own bracket,
-        and the exact kernel (_exact.ideal_dot) for what that bracket cannot settle
+        and the exact kernel (_superacc.ideal_dot) for what that bracket cannot settle
 
 Notation.  u = 2^-53.  The inputs are values of a format with m fraction bits held in float64;
 every product p_k = a_k b_k is exact in float64 (at most 48 significant bits, and a multiple of
@@ -18,12 +18,13 @@ value to round.  numpy's matmul is only assumed to compute s0 by IEEE float64 ad
 multiplications (fused or not) in SOME order: no Strassen-like algorithm (true of OpenBLAS, MKL
 and Accelerate).  An FMA fl(a b + s) with a b exact is one rounded addition.
 
-Row / column statistics (softfloat.tensorcore._prep): ra_i = fl(sqrt(fl(sum_k a_ik^2))) in any
-order, likewise rb_j; aexp_i = min over the non-zero a_ik of max(floor(log2|a_ik|), emin) (the
-exponent of its quantum plus m).  Every computed sum of k positive squares is >= (1 - gamma_k)
-times the exact one (gamma_n = n u / (1 - n u)), sqrt and the product ra rb lose one rounding
-each, so bnd = fl(ra_i rb_j) >= (1 - (k + 3) u) CS_ij with CS_ij = sqrt(sum a^2) sqrt(sum b^2)
->= P (Cauchy-Schwarz).  For k <= 2^31 (numpy's BLAS limit is far lower) (k + 3) u < 2^-21.
+Row / column statistics (softfloat.tensorcore._prep.pair_with_stats):
+ra_i = fl(sqrt(fl(sum_k a_ik^2))) in any order, likewise rb_j; aexp_i = min over the non-zero
+a_ik of max(floor(log2|a_ik|), emin) (the exponent of its quantum plus m).  Every computed sum
+of k positive squares is >= (1 - gamma_k) times the exact one (gamma_n = n u / (1 - n u)), sqrt
+and the product ra rb lose one rounding each, so bnd = fl(ra_i rb_j) >= (1 - (k + 3) u) CS_ij
+with CS_ij = sqrt(sum a^2) sqrt(sum b^2) >= P (Cauchy-Schwarz).  For k <= 2^31 (numpy's BLAS
+limit is far lower) (k + 3) u < 2^-21.
 
 Certificate 1, exactness.  Every non-zero a_ik is a multiple of 2^(aexp_i - m), every b_kj of
 2^(bexp_j - m), so every product, and every partial sum of any order, is a multiple of 2^L,
@@ -32,7 +33,7 @@ of magnitude < 2^(L + 53): representable, so every addition is exact and s0 = su
 kernels test fl(qa_i qb_j) < 1 - 2^-20 with qa_i = ra_i 2^-(aexp_i + 53 - 2m) and
 qb_j = rb_j 2^-bexp_j (exact power-of-two scalings), i.e. bnd < 2^(L + 53) (1 - 2^-20) up to one
 more rounding of the product, which implies P <= CS < 2^(L + 53) (1 - 2^-20) / (1 - 2^-21)^2
-< 2^(L + 53).  Then x = s0 + c: TwoSum gives s + t = s0 + c exactly and ``_fold_odd`` its
+< 2^(L + 53).  Then x = s0 + c: TwoSum gives s + t = s0 + c exactly and ``fold_odd_nb`` its
 round-to-odd 53-bit value, whose rounding to <= 51 bits is the rounding of x (Boldo &
 Melquiond); an exactly zero x gives +0 (spec 8.6).
 
@@ -62,13 +63,13 @@ rounds to one value except within about 2^-52 |x| of a rounding boundary: exact 
 adversarial data.  T = 0 means every t_k was 0: then x = s_final exactly.  The t_k are multiples
 of 2^-298 (TwoSum errors of multiples of it), so neither T nor e underflows.
 Whatever certificate 3 leaves, and every element whose row of A, column of B or c holds Inf or
-NaN, is computed exactly by _exact.ideal_dot (error-free extraction and a superaccumulator).
+NaN, is computed exactly by _superacc.ideal_dot (error-free extraction and a superaccumulator).
 
 Output rounding: mode 0 is the fp32 RNE accumulator (out_frac 23), where float32(v) -- the
 hardware's RNE conversion with gradual underflow and overflow to Inf -- is the spec's ROUND of
-an exact or round-to-odd v; mode 1 is any other accumulator (round_out of _kernels).
+an exact or round-to-odd v; mode 1 is any other accumulator (_scalar.round_out).
 
-Imports numpy, numba and the sibling kernel modules only.
+Imports numpy, numba, softfloat._primitives and the sibling kernel modules only.
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._roundpack import pow2
-from ._exact import LEVELS, NLIMBS, _fold_odd, ideal_dot
-from ._kernels import round_out
+from .._primitives import fold_odd_nb, pow2, two_sum_err
+from ._scalar import round_out
+from ._superacc import LEVELS, NLIMBS, ideal_dot
 
 #: 1 - 2^-20: the exactness threshold's margin (see certificate 1).
 ONE_M = 1.0 - 2.0 ** -20
@@ -143,9 +144,8 @@ def _row_f32_c(s0r, cr, qa_i, ra_i, qb, rb, g, outr, badr):
         c = cr[j]
         exact = qa_i * qb[j] < ONE_M
         s = x0 + c
-        bb = s - x0
-        t = (x0 - (s - bb)) + (c - bb)                  # TwoSum: x0 + c = s + t exactly
-        v = _fold_odd(s, t) if s != 0.0 else 0.0
+        t = two_sum_err(x0, c, s)                       # x0 + c = s + t exactly
+        v = fold_odd_nb(s, t) if s != 0.0 else 0.0
         err = (abs(c) + ra_i * rb[j]) * g
         lo, hi, sided = _outward(s - err, s + err)
         rl = np.float32(lo)
@@ -168,9 +168,8 @@ def _row_gen(s0r, cr, has_c, qa_i, ra_i, qb, rb, g, outr, badr, qscale, qmin, li
         c = cr[j] if has_c else 0.0
         exact = qa_i * qb[j] < ONE_M
         s = x0 + c
-        bb = s - x0
-        t = (x0 - (s - bb)) + (c - bb)
-        v = _fold_odd(s, t) if s != 0.0 else 0.0
+        t = two_sum_err(x0, c, s)
+        v = fold_odd_nb(s, t) if s != 0.0 else 0.0
         err = (abs(c) + ra_i * rb[j]) * g
         lo, hi, sided = _outward(s - err, s + err)
         rl = round_out(lo, qscale, qmin, lim, rne)
@@ -223,23 +222,14 @@ def _cert_rows(i0, i1, s0, cv, has_c, anrm, aexp, off, rb, qb, g, out, bad, left
     return nbad
 
 
-@njit(cache=True, error_model="numpy")
-def certify_serial(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode, qscale,
-                   qmin, lim, rne):
+@njit(parallel=True, cache=True, error_model="numpy")
+def certify(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode, qscale, qmin,
+            lim, rne):
     """Certificates 1 and 2 on every element (module docstring): out[i, j] where one holds;
     bad[i, j] = 0 there, 1 where neither does, 2 where the inputs hold Inf/NaN.  cv is C
     (m x n) when has_c, else any 2-d array; anrm / aexp (bnrm / bexp): sum of squares and
     smallest exponent of each row of A (column of B); off = 53 - 2 m.  left[i] = the number
-    of non-zero bad[i, j] of row i; returns their total."""
-    rb, qb = _col_scales(bnrm, bexp)
-    return _cert_rows(0, s0.shape[0], s0, cv, has_c, anrm, aexp, off, rb, qb, g, out, bad, left,
-                      mode, qscale, qmin, lim, rne)
-
-
-@njit(parallel=True, cache=True, error_model="numpy")
-def certify_parallel(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode,
-                     qscale, qmin, lim, rne):
-    """certify_serial on Numba's threads (chunks of CERT_ROWS rows)."""
+    of non-zero bad[i, j] of row i; returns their total.  Chunks of CERT_ROWS rows."""
     rb, qb = _col_scales(bnrm, bexp)
     m = s0.shape[0]
     nch = (m + CERT_ROWS - 1) // CERT_ROWS
@@ -304,8 +294,7 @@ def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim
             p = aflat[aoff[q] + kk] * np.float64(brow[cj[q]])     # exact
             st = s[q]
             sn = st + p
-            bb = sn - st
-            err = (st - (sn - bb)) + (p - bb)           # TwoSum: st + p = sn + err exactly
+            err = two_sum_err(st, p, sn)                # st + p = sn + err exactly
             s[q] = sn
             e[q] += err
             tt[q] += abs(err)
@@ -316,8 +305,7 @@ def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim
         i = ei[t]
         j = ej[t]
         y = s[q] + e[q]
-        bb = y - s[q]
-        z = (s[q] - (y - bb)) + (e[q] - bb)             # TwoSum: s + e = y + z exactly
+        z = two_sum_err(s[q], e[q], y)                  # s + e = y + z exactly
         delta = tt[q] * g
         if not abs(y) < np.inf:
             continue

@@ -1,13 +1,16 @@
-"""Numba kernels for the exact-alignment models (F = infinity): the ideal "one rounding" dot
-products of spec section 3 -- exact for every input -- and custom exact block models.
+"""The superaccumulator of the exact-alignment models (F = infinity): the ideal "one rounding"
+dot products of spec section 3 -- exact for every input -- and custom exact block models.
 
 Provides
     exact_gemm(av, bv, cv, out, K, f, emin, emax, rne)   exact blocks of K, each rounded once
+    dot_chain(...)                                       one DOT (spec section 2): chained
+                                                         blocks, exact (F < 0) or truncating
+                                                         (_scalar.trunc_block), special values
+                                                         included
     ideal_dot(...)                                       one exact dot product rounded once
                                                          (the last resort of the ideal models'
                                                          fast path, softfloat/tensorcore/
-                                                         _fastideal.py)
-    _fold_odd(s, t)                                      round-to-odd of a TwoSum pair
+                                                         _certify.py)
 
 Superaccumulator (exact_block_sum, used by exact_gemm and for the last step of ideal_dot).
 Terms (c and the products a_k b_k, each exact in float64) are added into a fixed-point
@@ -23,9 +26,9 @@ splits the products into a few float64 level sums whose sum is exact (see extrac
 those few numbers and c then go through the superaccumulator.
 
 The fast path of the ideal models (a float64 matmul, certificates, a compensated Dot2
-fallback) lives in _fastideal.py; whatever it cannot certify comes here.
+fallback) lives in _certify.py; whatever it cannot certify comes here.
 
-Imports numpy, numba and the sibling kernels only.
+Imports numpy, numba, softfloat._primitives and the sibling kernels only.
 """
 
 from __future__ import annotations
@@ -33,14 +36,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._roundpack import pow2
-from ._kernels import _block_special, round_out
+from .._primitives import (F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT,
+                          pow2)
+from ._scalar import block_special, round_out, trunc_block
 
 _M32 = np.int64(0xFFFFFFFF)
 _TWO32 = np.int64(1 << 32)
-_U52 = np.uint64(52)
-_MASK52 = np.uint64((1 << 52) - 1)
-_HIDDEN = np.uint64(1 << 52)
 
 #: Exponent of bit 0 of limb 0: -1088 = -1074 - 14 keeps every float64 (multiples of 2^-1074)
 #: at a non-negative bit offset; 2^1024 needs offset 2112, plus 53 bits of significand and 32
@@ -57,10 +58,10 @@ def _add_term(limbs, x):
     """limbs += x exactly, for a finite non-zero normal float64 x; returns the limb index of
     the term's lowest limb (for the caller's range tracking)."""
     b = np.float64(x).view(np.uint64)
-    neg = (b >> np.uint64(63)) != 0
-    ef = np.int64((b >> _U52) & np.uint64(0x7FF))
+    neg = (b >> F64_SIGN_SHIFT) != 0
+    ef = np.int64((b >> F64_FRAC_BITS) & F64_EXP_ALL_ONES)
     # x = M * 2^(ef - 1075) with M the 53-bit significand (hidden bit set for normal x).
-    M = np.int64((b & _MASK52) | _HIDDEN) if ef > 0 else np.int64(b & _MASK52)
+    M = np.int64((b & F64_FRAC) | F64_HIDDEN) if ef > 0 else np.int64(b & F64_FRAC)
     e = (ef - 1075) if ef > 0 else -1074
     off = e - BASE
     li = off // 32
@@ -137,20 +138,22 @@ def _read_rto(limbs, lo):
 
 
 @njit(cache=True, error_model="numpy")
+def _add(limbs, x, lo, hi):
+    """limbs += x exactly (nothing for x = 0); returns the updated range lo..hi of the limbs
+    touched."""
+    if x == 0.0:
+        return lo, hi
+    li = _add_term(limbs, x)
+    return min(lo, li), max(hi, li + 2)
+
+
+@njit(cache=True, error_model="numpy")
 def exact_block_sum(limbs, av, bv, k0, k1, c):
     """RO53(c + sum_{k0 <= k < k1} a_k b_k) for finite inputs (+0.0 for an exact zero)."""
-    lo = NLIMBS
-    hi = 0
-    if c != 0.0:
-        li = _add_term(limbs, c)
-        lo = min(lo, li)
-        hi = max(hi, li + 2)
+    lo, hi = _add(limbs, c, NLIMBS, 0)
     for kk in range(k0, k1):
-        p = np.float64(av[kk]) * np.float64(bv[kk])    # exact: <= 52 bits, in range
-        if p != 0.0:
-            li = _add_term(limbs, p)
-            lo = min(lo, li)
-            hi = max(hi, li + 2)
+        # (exact: <= 52 bits, in range)
+        lo, hi = _add(limbs, np.float64(av[kk]) * np.float64(bv[kk]), lo, hi)
     return _finish_sum(limbs, lo, hi)
 
 
@@ -174,8 +177,12 @@ def _finish_sum(limbs, lo, hi):
 
 
 @njit(cache=True, error_model="numpy")
-def exact_dot(limbs, av, bv, c, K, f, emin, emax, rne):
-    """DOT with exact alignment: blocks of K (K >= len: one block), each rounded once."""
+def dot_chain(limbs, av, ea, bv, eb, c, K, F, f, emin, emax, rne):
+    """DOT of spec section 2 for one output element, special values included: chained
+    BLOCK_STEPs over blocks of K in ascending k (a short last block is the zero-padded one),
+    each rounded once (round_out).  F >= 0: the truncating blocks of the hardware models
+    (_scalar.trunc_block; ea, eb the alignment exponents of av, bv); F < 0: exact blocks (the
+    superaccumulator; ea, eb unused)."""
     qscale = pow2(-f)
     qmin = pow2(emin - f)
     lim = pow2(emax + 1)
@@ -183,11 +190,14 @@ def exact_dot(limbs, av, bv, c, K, f, emin, emax, rne):
     acc = np.float64(c)
     for k0 in range(0, n, K):
         k1 = min(n, k0 + K)
-        r, sp = _block_special(acc, av, bv, k0, k1)
+        r, sp = block_special(acc, av, bv, k0, k1)
         if sp:
             acc = r
             continue
-        x = exact_block_sum(limbs, av, bv, k0, k1, acc)
+        if F >= 0:
+            x = trunc_block(acc, av, ea, bv, eb, k0, k1, F, emin)
+        else:
+            x = exact_block_sum(limbs, av, bv, k0, k1, acc)
         acc = round_out(x, qscale, qmin, lim, rne)
     return acc
 
@@ -213,7 +223,7 @@ def extract_levels(av, bv, rem, lev):
     nl = 0
     while mx > 0.0:
         # sigma = 2^(M + floor(log2 mx) + 1) >= 2^M mx.
-        e = np.int64(np.float64(mx).view(np.uint64) >> _U52) - 1023
+        e = np.int64(np.float64(mx).view(np.uint64) >> F64_FRAC_BITS) - 1023
         sigma = pow2(e + 1 + M)
         s0 = 0.0
         s1 = 0.0
@@ -240,42 +250,26 @@ def ideal_dot(limbs, rem, lev, av, bv, c, f, emin, emax, rne):
     """One rounding of c + sum a_k b_k (the ideal models), special values included."""
     acc = np.float64(c)
     n = av.shape[0]
-    r, sp = _block_special(acc, av, bv, 0, n)
+    r, sp = block_special(acc, av, bv, 0, n)
     if sp:
         return r
     nl = extract_levels(av, bv, rem, lev)
-    lo = NLIMBS
-    hi = 0
-    if acc != 0.0:
-        li = _add_term(limbs, acc)
-        lo = min(lo, li)
-        hi = max(hi, li + 2)
+    lo, hi = _add(limbs, acc, NLIMBS, 0)
     for t in range(nl):
-        if lev[t] != 0.0:
-            li = _add_term(limbs, lev[t])
-            lo = min(lo, li)
-            hi = max(hi, li + 2)
+        lo, hi = _add(limbs, lev[t], lo, hi)
     x = _finish_sum(limbs, lo, hi)
     return round_out(x, pow2(-f), pow2(emin - f), pow2(emax + 1), rne)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def exact_gemm(av, bv, cv, out, K, f, emin, emax, rne):
-    """out[i, j] = exact_dot(A[i, :], B[:, j], C[i, j]); av, bv, cv, out float64."""
+    """out[i, j] = DOT(A[i, :], B[:, j], C[i, j]) with exact blocks of K (dot_chain, F < 0);
+    av, bv, cv, out float64."""
     m = av.shape[0]
     n = bv.shape[1]
+    none = np.empty(0, np.float32)
     for i in prange(m):
         limbs = np.zeros(NLIMBS, np.int64)
         for j in range(n):
-            out[i, j] = exact_dot(limbs, av[i], bv[:, j], cv[i, j], K, f, emin, emax, rne)
-
-
-@njit(cache=True, error_model="numpy")
-def _fold_odd(s, t):
-    """RO53(s + t) for s = fl(s + t) non-zero finite and t its exact error (branch-free):
-    s itself when t = 0 or s is odd, else s's neighbour on t's side."""
-    b = np.float64(s).view(np.uint64)
-    even = (b & np.uint64(1)) == 0
-    away = (t > 0.0) == (s > 0.0)
-    nb = b + np.uint64(1) if away else b - np.uint64(1)
-    return np.uint64(nb if (even and t != 0.0) else b).view(np.float64)
+            out[i, j] = dot_chain(limbs, av[i], none, bv[:, j], none, cv[i, j], K, -1, f, emin,
+                                  emax, rne)

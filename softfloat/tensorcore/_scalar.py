@@ -1,9 +1,11 @@
-"""Scalar Numba kernels of the truncating block-FMA models (spec section 2, finite K and F).
+"""The scalar reference of the truncating block-FMA models (spec section 2, finite K and F) and
+the accumulator rounding every Tensor Core path ends in.
 
-Provides ``hw_dot`` (one DOT, special values included: the reference kernel that
-_kernels_fused.hw_fix runs on the elements the SIMD kernel marks) and the shared helpers
-``round_out`` and ``acc_exponent``.  The fast GEMM is _kernels_fused.fused_gemm.  Kernels take
-only arrays and plain numbers.
+Provides ``trunc_block`` (steps 3-4 of one BLOCK_STEP: alignment, truncation, the exact sum),
+``round_out`` (spec ROUND), ``block_special`` (spec step 1) and ``acc_exponent``; the chained DOT
+built on them, with special values (the reference that _tile.hw_fix runs on the elements the
+SIMD kernel marks), is _superacc.dot_chain, which also chains exact blocks.  The fast GEMM is
+_tile.fused_gemm.  Kernels take only arrays and plain numbers.
 
 Operand encoding.  Each input x is carried twice: its value (float64) and its alignment
 exponent E = max(floor(log2 |x|), emin) as a float32 holding a small integer (spec step 2:
@@ -25,7 +27,7 @@ that float64 holds EXACTLY, so the SIMD units do the work:
   power-of-two scaling (spec ROUND).
 Every floating-point operation here is exact; it is integer arithmetic on float64 lanes.
 
-Imports numpy, numba and softfloat._roundpack only.
+Imports numpy, numba and softfloat._primitives only.
 """
 
 from __future__ import annotations
@@ -33,13 +35,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._roundpack import pow2
+from .._primitives import F64_EXP_FIELD, F64_FRAC_BITS, pow2
 
-_EXPMASK = np.uint64(0x7FF0000000000000)
-_S52 = np.uint64(52)
 #: 2046 << 52: the bits of 2^e and of 2^-e add up to it (biased exponents e+1023 and 1023-e),
 #: so 1/q = that minus q's bits for a normal power of two q.
-_INV_BITS = np.uint64(2046 << 52)
+INV_BITS = np.uint64(2046 << 52)
 
 #: Alignment exponent recorded for a zero input (see the module docstring).
 ZERO_EXP = -4000.0
@@ -48,12 +48,11 @@ ZERO_EXP = -4000.0
 EMAX_CLAMP = -900
 
 
-
 @njit(cache=True, error_model="numpy")
 def pow2_floor(x):
     """2^floor(log2 |x|) for a normal float64 x (0 for x = 0): the bits with the sign and the
     fraction cleared."""
-    return np.uint64(np.float64(x).view(np.uint64) & _EXPMASK).view(np.float64)
+    return np.uint64(np.float64(x).view(np.uint64) & F64_EXP_FIELD).view(np.float64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -62,7 +61,7 @@ def acc_exponent(x, emin):
     max(floor(log2 |x|), emin), ZERO_EXP for x = 0.  Accumulator values are normal float64s."""
     if x == 0.0:
         return ZERO_EXP
-    e = np.float64(np.int64(np.float64(x).view(np.uint64) >> _S52) & 0x7FF) - 1023.0
+    e = np.float64(np.int64(np.float64(x).view(np.uint64) >> F64_FRAC_BITS) & 0x7FF) - 1023.0
     return max(e, np.float64(emin))
 
 
@@ -84,7 +83,7 @@ def round_out(v, qscale, qmin, lim, rne):
 def _inv_quantum(v, qscale, qmin):
     """(q, 1/q) for the quantum q of v (see round_out)."""
     q = max(pow2_floor(v) * qscale, qmin)
-    return q, np.uint64(_INV_BITS - np.float64(q).view(np.uint64)).view(np.float64)
+    return q, np.uint64(INV_BITS - np.float64(q).view(np.uint64)).view(np.float64)
 
 
 @njit(cache=True, error_model="numpy")
@@ -102,7 +101,7 @@ def _round_rne(v, qscale, qmin, lim):
 
 
 @njit(cache=True, error_model="numpy")
-def _block_special(acc, av, bv, k0, k1):
+def block_special(acc, av, bv, k0, k1):
     """Step 1 of BLOCK_STEP: (result, True) when acc or a factor of the block is Inf or NaN,
     (0.0, False) when everything is finite."""
     nan = acc != acc
@@ -131,32 +130,19 @@ def _block_special(acc, av, bv, k0, k1):
 
 
 @njit(cache=True, error_model="numpy")
-def hw_dot(av, ea, bv, eb, c, K, F, f, emin_acc, emax_acc, rne):
-    """DOT of spec section 2 for one output element, special values included: chained
-    BLOCK_STEPs over blocks of K in ascending k (a short last block is the zero-padded one).
+def trunc_block(acc, av, ea, bv, eb, k0, k1, F, emin_acc):
+    """Steps 3-4 of BLOCK_STEP for finite operands: the exact value S * 2^(E_max - F) of the
+    block k0 .. k1-1 started from the accumulator value acc.
 
     av, bv: the row of A and the column of B (values); ea, eb: their alignment exponents
-    (module docstring); c: the initial accumulator value.
-    """
-    qscale = pow2(-f)
-    qmin = pow2(emin_acc - f)
-    lim = pow2(emax_acc + 1)
-    n = av.shape[0]
-    acc = np.float64(c)
-    for k0 in range(0, n, K):
-        k1 = min(n, k0 + K)
-        r, special = _block_special(acc, av, bv, k0, k1)
-        if special:
-            acc = r
-            continue
-        # Step 3: E_max over c and the products (zeros carry ZERO_EXP and never win).
-        e = acc_exponent(acc, emin_acc)
-        for kk in range(k0, k1):
-            e = max(e, np.float64(ea[kk]) + np.float64(eb[kk]))
-        e = max(e, np.float64(EMAX_CLAMP))
-        sc = pow2(F - np.int64(e))              # 1 / unit
-        s = 0.0 + np.trunc(acc * sc)            # 0.0 + : an all-zero sum is +0, never -0
-        for kk in range(k0, k1):
-            s += np.trunc(np.float64(av[kk]) * np.float64(bv[kk]) * sc)
-        acc = round_out(s * pow2(np.int64(e) - F), qscale, qmin, lim, rne)
-    return acc
+    (module docstring)."""
+    # Step 3: E_max over c and the products (zeros carry ZERO_EXP and never win).
+    e = acc_exponent(acc, emin_acc)
+    for kk in range(k0, k1):
+        e = max(e, np.float64(ea[kk]) + np.float64(eb[kk]))
+    e = max(e, np.float64(EMAX_CLAMP))
+    sc = pow2(F - np.int64(e))              # 1 / unit
+    s = 0.0 + np.trunc(acc * sc)            # 0.0 + : an all-zero sum is +0, never -0
+    for kk in range(k0, k1):
+        s += np.trunc(np.float64(av[kk]) * np.float64(bv[kk]) * sc)
+    return s * pow2(np.int64(e) - F)
