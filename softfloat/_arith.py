@@ -55,6 +55,10 @@ from ._primitives import (U64_0, U64_1, bit_length64, fold_odd, frexp1, mul64to1
                           shl128, shr128_jam, signbit, two_prod_err, two_sum_err)
 from ._roundpack import DIVBYZERO, INVALID, RDN, round_value
 
+#: Operation codes of the array kernels.  MUL_EXACT is mul for operands whose float64 product is
+#: exact (float32 operands); the API picks it.
+ADD, SUB, MUL, MUL_EXACT, DIV, SQRT, FMA = 0, 1, 2, 3, 4, 5, 6
+
 @njit(cache=True)
 def _nan_result(fp, flags):
     # A quiet NaN result; "none" formats cannot encode it and raise INVALID (round_value's rule).

@@ -13,6 +13,10 @@ Semantics are those of uint32 arithmetic modulo 2^32 (callers must make sure no 
 the widened code would not; see their comments).  Shift counts must be < 32 (LLVM gives an
 undefined value otherwise).
 
+Also here, being an LLVM intrinsic too: ``fma(a, b, c)``, the fused multiply-add of three float32
+or three float64 values (one rounding), which Numba does not expose and which vectorises; the
+arithmetic uses it for exact residuals (softfloat._arith_f32).
+
 Imports numba only.
 """
 
@@ -86,3 +90,18 @@ def lo32(typingctx, x):
     def codegen(context, builder, signature, args):
         return builder.trunc(args[0], context.get_value_type(_U32))
     return _U32(types.uint64), codegen
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c with ONE rounding, for three float64 or three float32 operands (LLVM's
+    llvm.fma: the FMA instruction on x86-64 with FMA3 -- every AVX2 and AVX-512 host -- and a
+    correctly rounded library call elsewhere; never contracted or reassociated, as no kernel
+    uses fastmath).  Vectorises like any float operation.  Used for exact residuals:
+    fma(-q, b, a) = a - q*b whenever that difference is representable."""
+    for t in (types.float64, types.float32):
+        if a == t and b == t and c == t:
+            def codegen(context, builder, signature, args):
+                return builder.fma(args[0], args[1], args[2])
+            return t(t, t, t), codegen
+    return None
