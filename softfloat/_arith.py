@@ -41,6 +41,10 @@ infinity: from infinite operands they go through round_value like a converted In
 rules); from x / 0 they are NaN for fn formats and +-max for saturating and "none" formats, with
 only DIVBYZERO raised.  A NaN result in a "none" format raises INVALID (round_value's rule).
 
+Arrays of float32 operands do not come here element by element: softfloat._arith_f32 computes
+the same round-to-odd proxies branch-free (RO24 in float32 arithmetic, or RO53 in float64), and
+softfloat._kernels_arith_f32 hands only the rare rest back to these functions.
+
 Imports numpy, numba, softfloat._primitives and softfloat._roundpack only.
 """
 

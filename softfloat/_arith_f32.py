@@ -87,10 +87,11 @@ def value64(op, x, y, z, rdn):
     elif op == MUL:
         v = x * y                     # exact: 24 + 24 <= 53 bits, |x y| in [2^-298, 2^256]
     elif op == DIV:
-        # q = RN(x/y) is a normal float64 (|x/y| in [2^-277, 2^277]).  r = x - q*y is exact and
-        # fma gives it: every term is a multiple of g = ulp(q) ulp(y) >= 2^-52-149-... > 2^-1074
-        # (x too: g <= 2^-51 |x| <= ulp(x)), and |r| = |y| |x/y - q| <= |y| ulp(q)/2 < 2^24 g,
-        # so r has at most 24 significant bits.  x/y - q = r / y: its sign is sign(r) sign(y).
+        # q = RN(x/y) is a normal float64 (|x/y| in [2^-277, 2^277]).  r = x - q y is exact and
+        # fma gives it: q y is a multiple of g = ulp(q) ulp(y) >= 2^(-277-52-149), and so is x
+        # (g <= 2^(e_x - 51) <= ulp(x), ulp(y) being at most 2^-23 |y| or 2^-149), and |r| =
+        # |y| |x/y - q| <= |y| ulp(q)/2 < 2^23 g: at most 23 significant bits.  x/y - q = r / y:
+        # its sign is sign(r) sign(y).
         q = x / y
         r = fma(-q, y, x)
         f = fold_odd_nb(q, -r if y < 0.0 else r)
@@ -178,9 +179,13 @@ def lean32(op, a, b, c, rdn):
             (NAN if nan_op else INVALID_OP) if np.isnan(p) else
             (SCALAR if fin_op else OK))
     elif op == DIV:
-        # r = a - q b exactly (fma) when q = RN(a/b) is normal and |a| >= 2^-100: r is a
-        # multiple of g = ulp(q) ulp(b), which a is too (g <= 2^-46 |a|), |r| <= |b| ulp(q)/2 <
-        # 2^24 g, and g >= 2^-149 (e_q + e_b >= e_a - 1 >= -101; a subnormal b has q > 2^26).
+        # r = a - q b exactly (fma) when q = RN(a/b) is normal and |a| >= 2^-100.  With e_x the
+        # exponent of x: q b is a multiple of g = ulp(q) ulp(b); so is a (normal b: e_q + e_b <=
+        # e_a + 1 gives g <= 2^(e_a - 45); subnormal b, ulp(b) = 2^-149: b = 2^-149 makes q
+        # exact, else e_b >= -148 and e_q <= e_a - e_b + 1 give g <= 2^(e_a - 23) = ulp(a));
+        # |r| = |b| |a/b - q| <= |b| ulp(q)/2 < 2^23 g; and g >= 2^-149 (normal b: |a/b| >
+        # 2^(e_a - e_b - 1) gives e_q + e_b >= e_a - 1 >= -101; subnormal b: q > 2^26).  So r is
+        # a float32.  a/b - q = r / b: its sign is sign(r) sign(b).
         q = a / b
         r = fma(-q, b, a)
         r = -r if b < _F32_0 else r

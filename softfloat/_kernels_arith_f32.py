@@ -38,10 +38,10 @@ from ._arith import (ADD, DIV, FMA, MUL, MUL_EXACT, SQRT, SUB, _divbyzero_result
 from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, normal64,
                          normal64_consts, value64)
 from ._kernels_round import CHUNK, add_flag_counts
-from .rounding import SERIAL_MAX
 from ._primitives import F32_QNAN, F32_SIGN, U64_0
 from ._roundpack import RDN, SR
 from .rng import random_bits
+from .rounding import SERIAL_MAX
 
 _SENT = np.uint32(0xFFFFFFFF)
 _U32_0 = np.uint32(0)
