@@ -45,8 +45,9 @@ from ._primitives import (F32_ABS, F32_INF, F32_SIGN, F64_ABS, F64_FRAC_BITS, F6
                           U64_1, fold_odd_nb, two_sum_err)
 from ._roundpack import RDN, RHU, RNA, RNE, RTO, RUP, SR
 
-# Element kinds (uint8 marks in the loops).
-OK, SCALAR, NAN, INVALID_OP, DIV_BY_ZERO = 0, 1, 2, 3, 4
+# Element kinds, the loops' uint8 marks (typed uint8 so that selecting among them stays one byte
+# wide in the SIMD lanes).
+OK, SCALAR, NAN, INVALID_OP, DIV_BY_ZERO = (np.uint8(k) for k in range(5))
 
 _U32_0 = np.uint32(0)
 _U32_1 = np.uint32(1)
@@ -151,8 +152,7 @@ def lean32(op, a, b, c, rdn):
         # which |s| < 2^127 excludes (|s - a| <= |b| + ulp(s)/2 then stays below FLT_MAX).
         bb = -b if op == SUB else b
         s = a + bb
-        w = s - a
-        t = (a - (s - w)) + (bb - w)
+        t = two_sum_err(a, bb, s)          # float32 in, float32 arithmetic
         sb = np.float32(s).view(np.uint32)
         v = _fold32(sb, t)
         if rdn:
