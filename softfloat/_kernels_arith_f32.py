@@ -6,7 +6,9 @@ round_value); tests/test_arith_fast.py compares them on every data class, mode a
 Work is split into the fixed chunks of softfloat._kernels_round (CHUNK elements, one row of flag
 counts each; stochastic rounding draws the bits of element i from (key, base + i)), processed
 in a ``prange`` loop, or on the calling thread for arrays of at most rounding.SERIAL_MAX
-elements; results never depend on the choice or on the thread count.  Each chunk goes through:
+elements; results never depend on the choice or on the thread count.  Each operation has its
+own entry (``run`` picks it), so that Numba compiles an operation's loops at its first use.
+Each chunk goes through:
 
 Route A (deterministic modes, p <= 22: fp16, bf16, tf32, the fp8 formats).  One branch-free loop
 computes RO24 of every exact result in float32 arithmetic (softfloat._arith_f32.lean32: twice
@@ -170,54 +172,74 @@ def _op_chunk(op, xs, ys, zs, os, fp, mode, rbits, P, key, base, want_flags, cou
                          counts, c)
 
 
-@njit(cache=True, error_model="numpy")
-def _chunk(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts,
-           c):
-    """Chunk c of the whole operation: operand slices (a step-0 operand is expanded), then the
-    op's own chunk function, called with op as a constant so that Numba compiles one set of
-    loops per operation."""
-    n = ob.size
+@njit(cache=True)
+def _slices(a, sa, b, sb, cc, sc, ob, c):
+    """Chunk c's operand and output slices (a step-0 operand is expanded) and its first index."""
     lo = c * CHUNK
-    hi = min(n, lo + CHUNK)
+    hi = min(ob.size, lo + CHUNK)
     xs = a[lo:hi] if sa == 1 else np.full(hi - lo, a[0])
     ys = b[lo:hi] if sb == 1 else np.full(hi - lo, b[0])
     zs = cc[lo:hi] if sc == 1 else np.full(hi - lo, cc[0])
-    os = ob[lo:hi]
-    if op == ADD:
-        _op_chunk(ADD, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts, c)
-    elif op == SUB:
-        _op_chunk(SUB, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts, c)
-    elif op == MUL:
-        _op_chunk(MUL, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts, c)
-    elif op == DIV:
-        _op_chunk(DIV, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts, c)
-    elif op == SQRT:
-        _op_chunk(SQRT, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts,
-                  c)
-    else:
-        _op_chunk(FMA, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts, c)
+    return xs, ys, zs, ob[lo:hi], lo
 
 
 @njit(parallel=True, cache=True)
-def fast_kernel(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
-                counts):
+def _drive_parallel(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                    counts):
     """ob = patterns of round(a (op) b [, cc]) (float32 a, b, cc with steps sa, sb, sc in {0, 1};
     ob the output's uint32 view, made by the caller: views made inside a parallel function can
-    lose their writes), counts[chunk, flag] the flag counts when want_flags."""
-    nch = (ob.size + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        _chunk(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts,
-               np.int64(c))
+    lose their writes), counts[chunk, flag] the flag counts when want_flags; chunks in prange."""
+    for c in prange((ob.size + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        xs, ys, zs, os, lo = _slices(a, sa, b, sb, cc, sc, ob, ci)
+        _op_chunk(op, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts,
+                  ci)
 
 
 @njit(cache=True)
-def fast_serial(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
-                counts):
-    """fast_kernel on the calling thread alone (the same chunks: the same bits and counts)."""
-    nch = (ob.size + CHUNK - 1) // CHUNK
-    for c in range(nch):
-        _chunk(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts,
-               np.int64(c))
+def _drive_serial(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                  counts):
+    """_drive_parallel on the calling thread (the same chunks: the same bits and counts)."""
+    for c in range((ob.size + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        xs, ys, zs, os, lo = _slices(a, sa, b, sb, cc, sc, ob, ci)
+        _op_chunk(op, xs, ys, zs, os, fp, mode, rbits, P, key, base + lo, want_flags, counts,
+                  ci)
+
+
+# One entry per operation, each passing its op code as a constant: Numba then compiles the loops
+# of an operation when it is first used (and not those of all six at the first call).
+@njit(cache=True)
+def _add(serial, *args):
+    return _drive_serial(ADD, *args) if serial else _drive_parallel(ADD, *args)
+
+
+@njit(cache=True)
+def _sub(serial, *args):
+    return _drive_serial(SUB, *args) if serial else _drive_parallel(SUB, *args)
+
+
+@njit(cache=True)
+def _mul(serial, *args):
+    return _drive_serial(MUL, *args) if serial else _drive_parallel(MUL, *args)
+
+
+@njit(cache=True)
+def _div(serial, *args):
+    return _drive_serial(DIV, *args) if serial else _drive_parallel(DIV, *args)
+
+
+@njit(cache=True)
+def _sqrt(serial, *args):
+    return _drive_serial(SQRT, *args) if serial else _drive_parallel(SQRT, *args)
+
+
+@njit(cache=True)
+def _fma(serial, *args):
+    return _drive_serial(FMA, *args) if serial else _drive_parallel(FMA, *args)
+
+
+_ENTRY = {ADD: _add, SUB: _sub, MUL: _mul, MUL_EXACT: _mul, DIV: _div, SQRT: _sqrt, FMA: _fma}
 
 
 # ----- Python entry ------------------------------------------------------------------------------
@@ -236,10 +258,9 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
     """out = round(a (op) b [, c]) for float32 operand arrays and a float32 carrier ``out``
     (steps sa, sb, sc in {0, 1}); op one of softfloat._arith's codes (MUL_EXACT is MUL here:
     float32 products are exact).  Same results and flag counts as the scalar ops."""
-    op = MUL if op == MUL_EXACT else op
-    kern = fast_serial if out.size <= SERIAL_MAX else fast_kernel
-    kern(op, a, sa, b, sb, c, sc, out.view(np.uint32), fmt.kernel_params(), int(mode), key,
-         base, rbits, _round_params(fmt, int(mode)), want_flags, counts)
+    _ENTRY[op](out.size <= SERIAL_MAX, a, sa, b, sb, c, sc, out.view(np.uint32),
+               fmt.kernel_params(), int(mode), key, base, rbits, _round_params(fmt, int(mode)),
+               want_flags, counts)
 
 
 @njit(cache=True, error_model="numpy")
