@@ -207,36 +207,67 @@ def _drive_serial(op, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, w
                   ci)
 
 
-# One entry per operation, each passing its op code as a constant: Numba then compiles the loops
-# of an operation when it is first used (and not those of all six at the first call).
+# One entry per operation, each passing its op code as a constant (spelled out: through *args
+# Numba would type it as a plain int64, and every loop would test the op per element): Numba
+# then compiles an operation's loops when it is first used, with the op's branches folded.
 @njit(cache=True)
-def _add(serial, *args):
-    return _drive_serial(ADD, *args) if serial else _drive_parallel(ADD, *args)
-
-
-@njit(cache=True)
-def _sub(serial, *args):
-    return _drive_serial(SUB, *args) if serial else _drive_parallel(SUB, *args)
-
-
-@njit(cache=True)
-def _mul(serial, *args):
-    return _drive_serial(MUL, *args) if serial else _drive_parallel(MUL, *args)
+def _add(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(ADD, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(ADD, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
 
 
 @njit(cache=True)
-def _div(serial, *args):
-    return _drive_serial(DIV, *args) if serial else _drive_parallel(DIV, *args)
+def _sub(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(SUB, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(SUB, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
 
 
 @njit(cache=True)
-def _sqrt(serial, *args):
-    return _drive_serial(SQRT, *args) if serial else _drive_parallel(SQRT, *args)
+def _mul(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(MUL, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(MUL, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
 
 
 @njit(cache=True)
-def _fma(serial, *args):
-    return _drive_serial(FMA, *args) if serial else _drive_parallel(FMA, *args)
+def _div(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(DIV, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(DIV, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
+
+
+@njit(cache=True)
+def _sqrt(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(SQRT, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(SQRT, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
+
+
+@njit(cache=True)
+def _fma(serial, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags, counts):
+    if serial:
+        _drive_serial(FMA, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P, want_flags,
+                      counts)
+    else:
+        _drive_parallel(FMA, a, sa, b, sb, cc, sc, ob, fp, mode, key, base, rbits, P,
+                        want_flags, counts)
 
 
 _ENTRY = {ADD: _add, SUB: _sub, MUL: _mul, MUL_EXACT: _mul, DIV: _div, SQRT: _sqrt, FMA: _fma}
