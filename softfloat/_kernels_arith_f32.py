@@ -16,13 +16,17 @@ the SIMD lanes of float64) into a buffer, with a uint8 mark per element; the buf
 rounded by sf.round's own float32 kernel (softfloat._kernels_round_f32), which rounds RO24(x)
 exactly as round_value rounds x (Boldo & Melquiond, p + 2 <= 24).  Marked elements carry +0 in
 the buffer (rounded to +0, no flags) and are overwritten afterwards.
-Route B (stochastic rounding, and p >= 23).  One branch-free loop computes RO53 of every exact
-result in float64 (value64) and rounds it at once where its exponent lies in the normal range
-(normal64); the others are marked.
+Route B (stochastic rounding, and p >= 23).  The same with RO53 in float64 (value64, exact for
+every float32 operand) into a float64 buffer, rounded by ``_round_chunk64``: vectorised in the
+normal range (normal64), round_value element by element elsewhere -- a stand-in for sf.round's
+rounding of float64 input, which is element by element today.
 Marked elements: NaN results (quiet NaN; INVALID in "none" formats), invalid operations and
 x / 0 are written by one more branch-free loop (``_specials``), and what is left -- overflow of a
-float32 intermediate, error terms float32 cannot hold, route B's results outside the normal
-range -- goes to the scalar op, element by element.  kind_counts() reports how many of each.
+float32 intermediate, error terms float32 cannot hold (route A only) -- goes to the scalar op,
+element by element.  kind_counts() reports how many of each.
+
+The two calls into sf.round's kernels (``KF._chunk`` in _op_chunk, and _round_chunk64) are the
+only places that know how sf.round rounds a chunk of float32 / float64 patterns.
 
 Imports numpy, numba, softfloat's kernel modules and rounding.SERIAL_MAX only.
 """
@@ -41,12 +45,14 @@ from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, norma
                          normal64_consts, value64)
 from ._kernels_round import CHUNK, add_flag_counts
 from ._primitives import F32_QNAN, F32_SIGN, U64_0
-from ._roundpack import RDN, SR
+from ._roundpack import RDN, SR, round_value
 from .rng import random_bits
 from .rounding import SERIAL_MAX
 
 _SENT = np.uint32(0xFFFFFFFF)
 _U32_0 = np.uint32(0)
+#: kind_counts' extra column (see there).
+ELEMENTWISE = 5
 
 
 # error_model="numpy": float division by zero gives IEEE's Inf/NaN instead of raising, so the
@@ -68,23 +74,59 @@ def _lean_a(op, xs, ys, zs, buf, marks, rdn):
     return anymark
 
 
-# ----- route B: RO53 in float64, normal range rounded here --------------------------------------
+# ----- route B: RO53 in float64 ------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
-def _lean_b(op, is_sr, xs, ys, zs, os, marks, rdn, C, key, base):
-    """os[j] = the rounded result where value64 gives an OK element in the normal range (or a
-    zero), else marked; returns (marked count, inexact count of the rounded ones)."""
-    nmark = 0
-    ninexact = 0
-    for j in range(os.size):
+def _lean_b(op, xs, ys, zs, vbuf, marks, rdn):
+    """vbuf[j] = RO53 of element j's exact result (+0 where marked), marks[j] = its kind
+    (never SCALAR: value64 is exact for every float32 operand); returns whether any element is
+    marked."""
+    anymark = False
+    for j in range(vbuf.size):
         v, kind = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
+        ok = kind == OK
+        vbuf[j] = v if ok else 0.0
+        marks[j] = kind
+        anymark |= not ok
+    return anymark
+
+
+@njit(cache=True)
+def _normal_pass64(is_sr, vbuf, os, C, key, base):
+    """os[j] = round_value(vbuf[j]) where normal64 applies, else _SENT; returns (count of
+    _SENT, inexact count)."""
+    nleft = 0
+    ninexact = 0
+    for j in range(vbuf.size):
         u = random_bits(key, base + j) if is_sr else U64_0
-        pat, inexact, in_range = normal64(v, C, is_sr, u)
-        fast = in_range & (kind == OK)
-        os[j] = pat if fast else _SENT
-        marks[j] = OK if fast else (SCALAR if kind == OK else kind)
-        nmark += not fast
-        ninexact += fast & inexact
-    return nmark, ninexact
+        pat, inexact, in_range = normal64(vbuf[j], C, is_sr, u)
+        os[j] = pat if in_range else _SENT
+        nleft += not in_range
+        ninexact += in_range & inexact
+    return nleft, ninexact
+
+
+@njit(cache=True)
+def _round_chunk64(vbuf, os, base, c, fp, mode, rbits, key, want_flags, counts):
+    """os = carrier patterns of round_value(vbuf[j]) for the float64 values vbuf (with the random
+    bits of element base + j), flags counted in row c: the rounding of float64 values that
+    sf.round does element by element today, vectorised in the normal range (normal64) and
+    round_value for the rest.  (When sf.round gets a vectorised float64 path, this becomes a
+    call to it, as route A calls its float32 kernel.)"""
+    C = normal64_consts(fp, mode, rbits)
+    if mode == SR:
+        nleft, ninexact = _normal_pass64(True, vbuf, os, C, key, base)
+    else:
+        nleft, ninexact = _normal_pass64(False, vbuf, os, C, key, base)
+    if want_flags:
+        counts[c, 0] += ninexact
+    if nleft:
+        for j in range(vbuf.size):
+            if os[j] == _SENT:
+                u = random_bits(key, base + j) if mode == SR else U64_0
+                r, fl = round_value(vbuf[j], 0, fp, mode, u, rbits)
+                os[j] = np.float32(r).view(np.uint32)
+                if want_flags:
+                    add_flag_counts(counts, c, fl)
 
 
 # ----- marked elements -------------------------------------------------------------------------
@@ -157,13 +199,9 @@ def _op_chunk(op, xs, ys, zs, os, fp, mode, rbits, P, key, base, want_flags, cou
         # The one call into sf.round's float32 rounding (P: its fast_params for fp and mode).
         KF._chunk(buf, os, base, c, P, fp, key, want_flags, counts)
     else:
-        C = normal64_consts(fp, mode, rbits)
-        if mode == SR:
-            nmark, ninexact = _lean_b(op, True, xs, ys, zs, os, marks, rdn, C, key, base)
-        else:
-            nmark, ninexact = _lean_b(op, False, xs, ys, zs, os, marks, rdn, C, key, base)
-        if want_flags:
-            counts[c, 0] += ninexact
+        vbuf = np.empty(n, np.float64)
+        nmark = 1 if _lean_b(op, xs, ys, zs, vbuf, marks, rdn) else 0
+        _round_chunk64(vbuf, os, base, c, fp, mode, rbits, key, want_flags, counts)
     if nmark:
         dbzp = np.float32(_divbyzero_result(False, fp)[0]).view(np.uint32)
         dbzn = np.float32(_divbyzero_result(True, fp)[0]).view(np.uint32)
@@ -296,17 +334,19 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
 
 @njit(cache=True, error_model="numpy")
 def _kinds(op, route_a, a, b, c, fp, mode, counts):
-    """counts[kind] += 1 for every element, as the chunk loops classify them."""
+    """counts[kind] += 1 for every element as the chunk loops classify it; counts[ELEMENTWISE]
+    for route B's OK elements outside the normal range (round_value element by element)."""
     C = normal64_consts(fp, mode, 1)
     rdn = mode == RDN
     for j in range(a.size):
         if route_a:
             v, kind = lean32(op, a[j], b[j], c[j], rdn)
+            counts[kind] += 1
         else:
             vv, kind = value64(op, np.float64(a[j]), np.float64(b[j]), np.float64(c[j]), rdn)
-            in_range = normal64(vv, C, False, U64_0)[2]
-            kind = SCALAR if (kind == OK and not in_range) else kind
-        counts[kind] += 1
+            counts[kind] += 1
+            if kind == OK and not normal64(vv, C, False, U64_0)[2]:
+                counts[ELEMENTWISE] += 1
 
 
 _OPNAMES = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV, "sqrt": SQRT, "fma": FMA}
@@ -314,13 +354,15 @@ _OPNAMES = {"add": ADD, "sub": SUB, "mul": MUL, "div": DIV, "sqrt": SQRT, "fma":
 
 def kind_counts(op, a, b, c, fmt, mode) -> np.ndarray:
     """How the vectorised passes treat the elements of op(a, b[, c]) (float32 arrays of one
-    shape) in fmt and mode: counts of the kinds OK, SCALAR (left to the scalar op), NAN,
-    INVALID_OP, DIV_BY_ZERO (see softfloat._arith_f32).  For the bench and the tests; the
-    rounding kernel of sf.round may still hand some OK elements of route A to round_value."""
+    shape) in fmt and mode: counts indexed by the kinds OK, SCALAR (left to the scalar op),
+    NAN, INVALID_OP, DIV_BY_ZERO (see softfloat._arith_f32), and ELEMENTWISE: how many of the OK
+    ones route B rounds with round_value element by element (outside the normal range).  For
+    the bench and the tests; in route A, sf.round's float32 kernel decides which of the OK
+    elements it hands to round_value."""
     from ._validate import check_format, check_mode
     fmt = check_format(fmt)
     mode = int(check_mode(mode))
-    counts = np.zeros(5, dtype=np.int64)
+    counts = np.zeros(6, dtype=np.int64)
     a, b, c = (np.ascontiguousarray(x, dtype=np.float32).reshape(-1) for x in (a, b, c))
     route_a = mode != SR and fmt.man_bits <= 21
     _kinds(_OPNAMES[op], route_a, a, b, c, fmt.kernel_params(), mode, counts)
