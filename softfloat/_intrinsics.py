@@ -20,6 +20,10 @@ compare, exact bit manipulations and truncations.  Code written with them is vec
 construction, with the same IEEE or integer operation in every lane, so results never depend on
 the machine.  No intrinsic uses fast-math flags or reassociation.
 
+Also here: ``fma(a, b, c)``, the fused multiply-add of three float32 or three float64 values
+(one rounding), which Numba does not expose and which vectorises; the arithmetic uses it for
+exact residuals (softfloat._arith_f32).
+
 Instruction set.  Numba compiles for the host CPU (or NUMBA_CPU_NAME / NUMBA_CPU_FEATURES), and
 so the shapes are chosen here, at import, from the same feature string Numba gives LLVM
 (``ISA``; a different feature string is a different entry of Numba's on-disk cache):
@@ -142,6 +146,21 @@ def lo32(typingctx, x):
         return builder.trunc(args[0], ir.IntType(32))
     return _U32(types.uint64), codegen
 
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c with ONE rounding, for three float64 or three float32 operands (LLVM's
+    llvm.fma: the FMA instruction on x86-64 with FMA3 -- every AVX2 and AVX-512 host -- and a
+    correctly rounded library call elsewhere; never contracted or reassociated, as no kernel
+    uses fastmath).  Vectorises like any float operation.  Used by the arithmetic for exact
+    residuals: fma(-q, b, a) = a - q*b whenever that difference is representable."""
+    for t in (types.float64, types.float32):
+        if a == t and b == t and c == t:
+            def codegen(context, builder, signature, args):
+                return builder.fma(args[0], args[1], args[2])
+            return t(t, t, t), codegen
+    return None
 
 # ---- vector types ---------------------------------------------------------------------------
 _F64 = ir.DoubleType()

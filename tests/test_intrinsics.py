@@ -1,12 +1,16 @@
 """softfloat._intrinsics: the 32-bit intrinsics behave as uint32 arithmetic (wrapping, unsigned
-comparisons, selects, truncation), checked against numpy's own uint32 operations."""
+comparisons, selects, truncation), checked against numpy's own uint32 operations; fma rounds
+once, checked against exact rational arithmetic."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
+import pytest
 from numba import njit
 
-from softfloat._intrinsics import (LANES, ROWS, add32, and32, ge32, gt32, lo32, lt32, ne32, or32,
+from softfloat._intrinsics import (LANES, ROWS, add32, and32, fma, ge32, gt32, lo32, lt32, ne32, or32,
                                    sel32, shl32, shr32, sload, srow0, srow1, srow2, srow3,
                                    vacc_add, vacc_float, vand_bits, vbits_rsub, vimax_bits, vload,
                                    vmax, vrint, vstore, vterm, vtrunc, xor32)
@@ -108,3 +112,43 @@ def test_vector_intrinsics_are_the_lane_operations():
     assert np.array_equal(acc.view(np.int64), want.view(np.int64))    # lane 0: +0, not -0
     assert acc[0] == 0 and not np.signbit(acc[0])
     assert np.array_equal(rows, np.exp2(codes.astype(np.int64) // 16 - 1023.0))
+
+
+@njit(cache=False)
+def _fma_all(a, b, c, out):
+    for i in range(a.size):
+        out[i] = fma(a[i], b[i], c[i])
+
+
+def _fma_exact(a, b, c, dtype):
+    """a*b + c computed exactly with Fractions and rounded once (RNE) to dtype."""
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    # float64 of a Fraction rounds correctly (RNE); for float32 round the exact value directly
+    if dtype == np.float64:
+        return np.float64(exact.numerator / exact.denominator) if exact else np.float64(0.0)
+    lo = np.float32(float(exact))                    # float64 first can double-round: correct it
+    cands = [np.nextafter(lo, np.float32(-np.inf)), lo, np.nextafter(lo, np.float32(np.inf))]
+    dist = [abs(Fraction(float(x)) - exact) for x in cands]
+    best = min(dist)
+    ties = [x for x, d in zip(cands, dist) if d == best]
+    even = [x for x in ties if int(x.view(np.uint32)) % 2 == 0]
+    return (even or ties)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_rounds_once(dtype):
+    """fma(a, b, c) is a*b + c rounded once: products with many significant bits plus an
+    addend that cancels most of them, where a separate multiply and add would differ."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    a = (1 + rng.random(n)).astype(dtype)
+    b = (1 + rng.random(n)).astype(dtype)
+    c = -(a * b)                                     # the rounded product: fma gives the error
+    c[::3] = rng.standard_normal(n)[::3].astype(dtype)
+    out = np.empty(n, dtype)
+    _fma_all(a, b, c, out)
+    want = np.array([_fma_exact(x, y, z, dtype) for x, y, z in zip(a, b, c)], dtype)
+    assert np.array_equal(out.view(np.uint32 if dtype == np.float32 else np.uint64),
+                          want.view(np.uint32 if dtype == np.float32 else np.uint64))
+    # the two-rounding result differs on many of them: the check can fail
+    assert np.count_nonzero(out != a * b + c) > n // 4
