@@ -8,6 +8,7 @@ Provides
     code_byte(neg, code, nbits, is_int)   the element's bit pattern (sign bit, or two's
                                    complement for MXINT8)
     ro_div(a, d)                   the round-to-odd float64 proxy of the exact quotient a / d
+    two_sum, two_prod, fold_odd    the error-free transformations they and the GEMM use
 
 EP is BlockFormat.elem_params' int64 array: [m, emin, emax, subnormals, inf_nan, saturate,
 bits of max as float64, max code, code bits, is_int, mode, sr bits].  The vectorised twin of
@@ -23,7 +24,8 @@ from numba import njit
 
 from .._roundpack import INEXACT, OVERFLOW, round_value
 
-__all__ = ["round_elem", "encode", "code_byte", "ro_div", "INEXACT", "OVERFLOW"]
+__all__ = ["round_elem", "encode", "code_byte", "ro_div", "two_sum", "two_prod", "fold_odd",
+           "INEXACT", "OVERFLOW"]
 
 _U1 = np.uint64(1)
 _MASK52 = np.uint64((1 << 52) - 1)
@@ -61,17 +63,51 @@ def code_byte(neg, code, nbits, is_int):
     return np.uint8(code | ((1 << (nbits - 1)) if neg else 0))
 
 
+@njit(cache=True, inline="always")
+def two_sum(a, b):
+    """(s, t) with s = fl(a + b) and s + t = a + b exactly (Knuth's TwoSum)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True, inline="always")
+def two_prod(a, b):
+    """(p, e) with p = fl(a b) and p + e = a b exactly (Veltkamp's split into 26-bit halves,
+    2^27 + 1 = 134217729, and Dekker's product; |a|, |b| below 2^995 and a b above 2^-969, so
+    that nothing overflows or underflows)."""
+    c = 134217729.0 * a
+    ah = c - (c - a)
+    al = a - ah
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    bl = b - bh
+    p = a * b
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@njit(cache=True, inline="always")
+def fold_odd(s, t):
+    """The round-to-odd 53-bit value of s + t, for s = fl(s + t) (finite) and t its exact
+    error: s when t = 0 or s is odd, else s's neighbour on t's side."""
+    if t == 0.0:
+        return s
+    b = np.float64(s).view(np.int64)
+    if (b & 1) != 0:
+        return s
+    return np.int64(b + 1 if (t > 0.0) == (s > 0.0) else b - 1).view(np.float64)
+
+
 @njit(cache=True)
 def ro_div(a, d):
-    """Round-to-odd 53-bit proxy of the exact quotient a / d (float64, d > 0, both finite and
-    the quotient a normal float64 or zero).  q = fl(a / d) is the RNE quotient; the remainder
-    a - q d is computed exactly (Dekker's product q * d = p + e, then (a - p) is exact by
-    Sterbenz's lemma since p is within a factor 2 of a, and its sign after subtracting e is
-    exact), so the exact quotient lies above or below q, or equals it; when inexact and q's
-    last bit is even, the odd neighbour on the side of the exact quotient is the round-to-odd
-    value.  A round-to-odd value with 53 >= p + 2 bits rounds like the exact quotient in every
-    mode (Boldo & Melquiond) -- also in stochastic rounding with r <= 53 - p - 1 bits, which only
-    reads the truncated bits above the last one."""
+    """Round-to-odd 53-bit proxy of the exact quotient a / d (float64, d > 0 finite).  q = fl(a /
+    d) is the RNE quotient; the remainder a - q d is computed exactly (Dekker's product q d =
+    p + e, then (a - p) is exact by Sterbenz's lemma since p is within a factor 2 of a, and its
+    sign after subtracting e is exact), so the exact quotient lies above or below q, or equals
+    it; when inexact and q's last bit is even, the odd neighbour on the side of the exact
+    quotient is the round-to-odd value.  A round-to-odd value with 53 >= p + 2 bits rounds like
+    the exact quotient in every mode (Boldo & Melquiond) -- also in stochastic rounding with
+    r <= 53 - p - 1 bits, which only reads the truncated bits above the last one."""
     q = a / d
     if a == 0.0:
         return q
@@ -82,21 +118,7 @@ def ro_div(a, d):
         return 2.0 ** -900 if (a > 0.0) == (d > 0.0) else -(2.0 ** -900)
     if not abs(q) <= 2.0 ** 900:
         return q                # far above every grid: overflows (saturates) either way
-    # Veltkamp split of q and d into 26-bit halves (2^27 + 1 = 134217729), Dekker's product.
-    c = 134217729.0 * q
-    qh = c - (c - q)
-    ql = q - qh
-    c = 134217729.0 * d
-    dh = c - (c - d)
-    dl = d - dh
-    p = q * d
-    e = ((qh * dh - p) + qh * dl + ql * dh) + ql * dl
+    p, e = two_prod(q, d)
     rem = (a - p) - e
-    if rem == 0.0:
-        return q
-    b = np.float64(q).view(np.int64)
-    if (b & 1) == 0:
-        # Move one ulp toward the exact quotient: up in magnitude when rem has q's sign.
-        up = (rem > 0.0) == (q > 0.0)
-        b = b + 1 if up else b - 1
-    return np.int64(b).view(np.float64)
+    # a / d - q = rem / d has rem's sign (d > 0): the exact quotient lies on rem's side of q
+    return fold_odd(q, rem)

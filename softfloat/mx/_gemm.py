@@ -1,0 +1,172 @@
+"""mx.gemm: block-scaled matrix product of two BlockTensors (semantics in softfloat/mx/__init__).
+
+The ideal model runs softfloat.tensorcore's exact "one rounding" GEMM (its ideal-fp32 path:
+a float64 matmul, exactness certificates and an exact fallback) on the dequantized operands:
+every scaled element a * 2^E (MX: at most 8 significant bits) or a * s (NVFP4: 2 + 4 bits) is a
+float32 value, so it takes them as fp32 inputs.  NVFP4's tensor scales t_a, t_b (24-bit float32
+values) would make 30-bit operands; each is split into a high part (its top 12 significant bits)
+and the rest (at most 12 bits), and the four products of parts are laid side by side along k:
+    A' = [A t_a1, A t_a1, A t_a2, A t_a2],   B' = [B t_b1; B t_b2; B t_b1; B t_b2]
+so that A' @ B' = A @ B * t_a t_b exactly, with operands of at most 6 + 12 bits; the one
+rounding then happens on the exact sum, as the model says.
+
+Imports numpy and softfloat only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..formats import get_format
+from . import _kernels_gemm as KG
+from ._tensor import BlockTensor
+
+__all__ = ["gemm", "GEMM_MODELS"]
+
+GEMM_MODELS = ("ideal-fp32", "blocked")
+
+
+def _kblock(q: BlockTensor, which: str) -> int:
+    """The operand's block length along k, checking that it is blocked along k: A (m x k) by
+    1-D blocks along axis 1 or 2-D tiles, B (k x n) along axis 0 or 2-D tiles."""
+    if not isinstance(q, BlockTensor):
+        raise TypeError(f"{which} must be a BlockTensor (from mx.quantize), got "
+                        f"{type(q).__name__}")
+    if len(q.shape) != 2:
+        raise ValueError(f"{which} must be 2-D, got shape {q.shape}")
+    kaxis = 1 if which == "qa" else 0
+    if len(q.block) == 2:
+        return q.block[kaxis]
+    if q.axis != (kaxis,):
+        raise ValueError(f"{which} must be blocked along k (axis={kaxis} for "
+                         f"{'A (m x k)' if kaxis else 'B (k x n)'}, or 2-D blocks); it is "
+                         f"blocked along axis {q.axis[0]}")
+    return q.block[0]
+
+
+def _scales_along_k(q: BlockTensor, which: str) -> np.ndarray:
+    """Block scales as float64, (m, nkb) for A and (n, nkb) for B (B's transposed)."""
+    s = q.scales.astype(np.float64)
+    if which == "qa":
+        if len(q.block) == 2:
+            s = np.repeat(s, q.block[0], axis=0)[:q.shape[0]]
+        return np.ascontiguousarray(s)
+    if len(q.block) == 2:
+        s = np.repeat(s, q.block[1], axis=1)[:, :q.shape[1]]
+    return np.ascontiguousarray(s.T)
+
+
+def _split12(t: float):
+    """t (a float32 value) as parts of at most 12 significant bits each, summing to t."""
+    if t is None:
+        return [1.0]
+    m, e = math.frexp(t)                       # t = m 2^e, 0.5 <= m < 1, 24 bits
+    hi = math.ldexp(math.floor(m * 4096.0), e - 12)
+    lo = t - hi                                # exact: the low 12 bits
+    return [hi] if lo == 0.0 else [hi, lo]
+
+
+def _c_array(c, m, n, out_fmt):
+    if c is None:
+        return np.zeros((m, n), dtype=np.float32), None
+    arr = np.asarray(c)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"c must be a float array, got dtype {arr.dtype}")
+    c32 = np.broadcast_to(arr, (m, n)).astype(np.float32)
+    if not np.array_equal(c32.astype(arr.dtype), np.broadcast_to(arr, (m, n)), equal_nan=True):
+        raise ValueError("c must hold float32 values")
+    from ..rounding import round as _round
+    if not np.array_equal(_round(c32, out_fmt), c32, equal_nan=True):
+        raise ValueError(f"c must hold values of out_format {out_fmt.name}")
+    return np.ascontiguousarray(c32), c32
+
+
+def _check_out(out_format):
+    fmt = get_format(out_format)
+    if fmt.carrier_dtype != np.float32 or fmt.inf_nan != "ieee" or not fmt.subnormals:
+        raise ValueError(f"out_format must be an IEEE-style format with subnormals carried in "
+                         f"float32 (fp32, fp16, bf16, ...), got {fmt.name}")
+    return fmt
+
+
+def gemm(qa, qb, *, model="ideal-fp32", out_format="fp32", c=None):
+    """D = A @ B (+ C) for block tensors qa (m x k, blocked along k) and qb (k x n, blocked
+    along k), both MX or both NVFP4.  Returns an m x n float32 array of out_format values.
+
+    model "ideal-fp32": the exact sum of the scaled products (and c) rounded once (RNE) to
+    out_format.  model "blocked": per K-block an exact scaled block sum rounded to fp32, added
+    in k order into an fp32 accumulator started at c (RNE), the result rounded to out_format;
+    needs equal k-block lengths.  See softfloat/mx/__init__.py for the definitions."""
+    kba = _kblock(qa, "qa")
+    kbb = _kblock(qb, "qb")
+    m, k = qa.shape
+    k2, n = qb.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: qa is {qa.shape}, qb is {qb.shape}")
+    if (qa.format.scale == "ue4m3") != (qb.format.scale == "ue4m3"):
+        raise ValueError("qa and qb must both be MX formats (E8M0 scales) or both nvfp4")
+    if model not in GEMM_MODELS:
+        raise ValueError(f"unknown model {model!r}; accepted: {', '.join(GEMM_MODELS)}")
+    out_fmt = _check_out(out_format)
+    c32, c_given = _c_array(c, m, n, out_fmt)
+    if model == "blocked":
+        if kba != kbb:
+            raise ValueError(f"the blocked model needs equal k-block lengths; qa has {kba}, "
+                             f"qb has {kbb}")
+        return _blocked(qa, qb, kba, c32, out_fmt)
+    return _ideal(qa, qb, c_given, out_fmt)
+
+
+def _ideal(qa, qb, c, out_fmt):
+    from ..tensorcore import TCModel
+    from ..tensorcore import gemm as tc_gemm
+    A = qa.elements.astype(np.float64) * np.repeat(
+        _scales_along_k(qa, "qa"), _kblock(qa, "qa"), axis=1)[:, :qa.shape[1]]
+    Bt = qb.elements.T.astype(np.float64) * np.repeat(
+        _scales_along_k(qb, "qb"), _kblock(qb, "qb"), axis=1)[:, :qb.shape[0]]
+    pa = _split12(qa.tensor_scale)
+    pb = _split12(qb.tensor_scale)
+    if len(pa) * len(pb) > 1 or pa[0] != 1.0 or pb[0] != 1.0:
+        A = np.concatenate([A * x for x in pa for _ in pb], axis=1)
+        Bt = np.concatenate([Bt * y for _ in pa for y in pb], axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        A32 = A.astype(np.float32)
+        B32 = np.ascontiguousarray(Bt.T).astype(np.float32)
+    if not (np.array_equal(A32, A, equal_nan=True) and np.array_equal(B32, Bt.T, equal_nan=True)):
+        raise ValueError("mx.gemm ideal-fp32: a scaled operand leaves float32's range (|v| >= "
+                         "2^128 after a ceil/even/rceil scale of inputs above 2^127, or a "
+                         "tensor scale pushing values below 2^-149); the exact path takes "
+                         "float32-range operands")
+    tcm = TCModel("mx-ideal", None, None, "rne", "fp32", out_fmt)
+    return tc_gemm(A32, B32, c, model=tcm)
+
+
+def block_split(fa, fb, kb):
+    """H of the blocked kernel's two accumulators for element formats fa, fb (BlockFormats)
+    and k-blocks of kb (module docstring of _kernels_gemm); ValueError when none is exact."""
+    lg = math.ceil(math.log2(kb)) if kb > 1 else 0
+    qp = (fa.emin - fa.man_bits) + (fb.emin - fb.man_bits)
+    H = 53 - lg + qp
+    pmax = math.log2(fa.max * fb.max)
+    if math.ceil(lg + pmax) - (H - (fa.man_bits + 1) - (fb.man_bits + 1) + 1) > 53:
+        raise ValueError(f"k-blocks of {kb} are too long for the blocked model's exact block "
+                         f"sums of {fa.name} x {fb.name} products")
+    return math.ldexp(1.0, H)
+
+
+def _blocked(qa, qb, kb, c32, out_fmt):
+    nv = qa.format.scale == "ue4m3"
+    T = (1.0 if qa.tensor_scale is None else qa.tensor_scale) * \
+        (1.0 if qb.tensor_scale is None else qb.tensor_scale)
+    H = block_split(qa.format, qb.format, kb)
+    a = np.ascontiguousarray(qa.elements, dtype=np.float32)
+    bt = np.ascontiguousarray(qb.elements.T, dtype=np.float32)
+    out = np.empty(c32.shape, dtype=np.float32)
+    KG.blocked_gemm(a, bt, _scales_along_k(qa, "qa"), _scales_along_k(qb, "qb"), T, c32, kb, H,
+                    nv, out)
+    if out_fmt.name != "fp32":
+        from ..rounding import round as _round
+        out = _round(out, out_fmt)
+    return out
