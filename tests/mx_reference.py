@@ -126,25 +126,28 @@ def code_of(v: Fraction, neg: bool, el: Elem, fmt: str) -> int:
 
 # ----- float32 arithmetic, exactly ------------------------------------------------------------
 
-F32_MAX = (2 - Fraction(1, 2 ** 23)) * Fraction(2) ** 127
-
-
-def fl32(q):
-    """q (Fraction or +-inf) rounded to float32: RNE, subnormals, +-inf beyond the range."""
+def round_ieee(q, m: int, emin: int, emax: int):
+    """q (Fraction or +-inf) rounded (RNE) to the IEEE format with m fraction bits and normal
+    exponents emin..emax: subnormals, +-inf beyond the largest finite value."""
     if isinstance(q, float):
         return q
     if q == 0:
         return Fraction(0)
     neg = q < 0
     a = -q if neg else q
-    quantum = Fraction(2) ** (max(floor_log2(a), -126) - 23)
+    quantum = Fraction(2) ** (max(floor_log2(a), emin) - m)
     lower = math.floor(a / quantum)
     frac = a / quantum - lower
     up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lower % 2 == 1)
     v = (lower + int(up)) * quantum
-    if v > F32_MAX:
+    if v > (2 - Fraction(1, 2 ** m)) * Fraction(2) ** emax:
         return -math.inf if neg else math.inf
     return -v if neg else v
+
+
+def fl32(q):
+    """q (Fraction or +-inf) rounded to float32: RNE, subnormals, +-inf beyond the range."""
+    return round_ieee(q, 23, -126, 127)
 
 
 def _div(a, b):
@@ -288,27 +291,32 @@ def quantize(x, fmt, *, block, axis=-1, rule=None, mode="rne", seed=None, sr_bit
 
 # ----- GEMM -----------------------------------------------------------------------------------
 
-def gemm(a_vals, b_vals, c, model, kblock):
+def gemm(a_vals, b_vals, c, model, kblock, out=(23, -126, 127)):
     """The exact models of mx.gemm on dequantized operands given as nested lists of Fractions
     (A m x k, B k x n, the block scales and tensor scales already multiplied in: every product
-    a_ik b_kj is the product of the two scaled elements).  c: m x n list of Fractions (or None).
-        ideal-fp32:  fl32(c + sum_k a_ik b_kj), one rounding
+    a_ik b_kj is the product of the two scaled elements).  c: m x n list of Fractions (or None);
+    out: the output format's (m, emin, emax) (default fp32).
+        ideal-fp32:  round_out(c + sum_k a_ik b_kj), one rounding
         blocked:     acc = c (or 0); for each k-block (kblock consecutive k, in order):
-                     acc = fl32(acc + fl32(block sum))
+                     acc = fl32(acc + fl32(block sum)); then round_out(acc)
     Returns an m x n list of Fractions / +-inf."""
     m, k, n = len(a_vals), len(b_vals), len(b_vals[0])
-    out = []
+    res = []
     for i in range(m):
         row = []
         for j in range(n):
             c0 = Fraction(0) if c is None else c[i][j]
             if model == "ideal-fp32":
-                row.append(fl32(c0 + sum(a_vals[i][q] * b_vals[q][j] for q in range(k))))
-            else:
-                acc = c0
-                for k0 in range(0, k, kblock):
-                    bs = sum(a_vals[i][q] * b_vals[q][j] for q in range(k0, min(k, k0 + kblock)))
-                    acc = fl32(fl32(acc) + fl32(bs)) if not isinstance(acc, float) else acc
-                row.append(fl32(acc) if not isinstance(acc, float) else acc)
-        out.append(row)
-    return out
+                row.append(round_ieee(c0 + sum(a_vals[i][q] * b_vals[q][j] for q in range(k)),
+                                      *out))
+                continue
+            acc = c0
+            for k0 in range(0, k, kblock):
+                bs = fl32(sum(a_vals[i][q] * b_vals[q][j] for q in range(k0, min(k, k0 + kblock))))
+                if isinstance(acc, float) or isinstance(bs, float):
+                    acc = float(acc) + float(bs)             # +-inf (or nan) propagate
+                else:
+                    acc = fl32(acc + bs)
+            row.append(round_ieee(acc, *out))
+        res.append(row)
+    return res
