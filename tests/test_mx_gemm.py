@@ -77,6 +77,21 @@ def test_out_formats_and_two_d_blocks():
     check(qa, qb, "ideal-fp32")
 
 
+def test_tiny_blocks_off_the_short_grid_take_the_fp32_route():
+    from softfloat.mx._gemm import _in_format
+    rng = np.random.default_rng(4)
+    A = _data(rng, (3, 64))
+    A[0, :32] *= np.float32(2.0 ** -125)                  # block scale 2^-127: elements 2^-136
+    qa = mx.quantize(A, "mxfp8_e4m3")
+    qb = mx.quantize(_data(rng, (64, 4)), "mxfp8_e4m3", axis=0)
+    a32 = qa.dequantize()
+    assert (np.abs(a32[0, :32]) < 2.0 ** -126).any()
+    assert _in_format(a32, qb.dequantize(), 4).name == "fp32"
+    assert _in_format(qb.dequantize(), qb.dequantize(), 4).name == "mx-operands-p4"
+    check(qa, qb, "ideal-fp32")
+    check(qa, qb, "blocked")
+
+
 def _mx_row(values_and_exponents, k=96):
     """A 1 x k MXFP8 operand whose block b holds value v_b * 2^E_b in its first element (its
     block maximum, so the floor rule picks the scale 2^(E_b + floor(log2 v_b) - 8))."""

@@ -2,10 +2,12 @@
 
 The ideal model runs softfloat.tensorcore's exact "one rounding" GEMM (its ideal-fp32 path:
 a float64 matmul, exactness certificates and an exact fallback) on the dequantized operands:
-every scaled element a * 2^E (MX: at most 8 significant bits) or a * s (NVFP4: 2 + 4 bits) is a
-float32 value, so it takes them as fp32 inputs.  NVFP4's tensor scales t_a, t_b (24-bit float32
-values) would make 30-bit operands; each is split into a high part (its top 12 significant bits)
-and the rest (at most 12 bits), and the four products of parts are laid side by side along k:
+every scaled element a * 2^E (MX: at most 7 significant bits) or a * s (NVFP4: 2 + 4 bits) is a
+float32 value, so it takes them as the inputs of a format with float32's exponent range and
+their true precision (_in_format: that precision is what makes its exactness certificate work).
+NVFP4's tensor scales t_a, t_b (24-bit float32 values) would make 30-bit operands; each is split
+into a high part (its top 12 significant bits) and the rest (at most 12 bits), and the four
+products of parts are laid side by side along k:
     A' = [A t_a1, A t_a1, A t_a2, A t_a2],   B' = [B t_b1; B t_b2; B t_b1; B t_b2]
 so that A' @ B' = A @ B * t_a t_b exactly, with operands of at most 6 + 12 bits; the one
 rounding then happens on the exact sum, as the model says.
@@ -19,7 +21,8 @@ import math
 
 import numpy as np
 
-from ..formats import get_format
+from ..formats import Format, get_format
+from ..rounding import round as _round
 from . import _kernels_gemm as KG
 from ._tensor import BlockTensor
 
@@ -77,7 +80,6 @@ def _c_array(c, m, n, out_fmt):
     c32 = np.broadcast_to(arr, (m, n)).astype(np.float32)
     if not np.array_equal(c32.astype(arr.dtype), np.broadcast_to(arr, (m, n)), equal_nan=True):
         raise ValueError("c must hold float32 values")
-    from ..rounding import round as _round
     if not np.array_equal(_round(c32, out_fmt), c32, equal_nan=True):
         raise ValueError(f"c must hold values of out_format {out_fmt.name}")
     return np.ascontiguousarray(c32), c32
@@ -119,6 +121,31 @@ def gemm(qa, qb, *, model="ideal-fp32", out_format="fp32", c=None):
     return _ideal(qa, qb, c_given, out_fmt)
 
 
+def _precision(q: BlockTensor, tparts: int) -> int:
+    """Significant bits of the operand's scaled values: the element's (MXINT8's |k| <= 127: 7),
+    plus E4M3's 4 for NVFP4's block scale, plus 12 per tensor-scale part."""
+    p = q.format.man_bits + 1
+    if q.format.scale == "ue4m3":
+        p += 4
+    return p + (12 if tparts > 1 or q.tensor_scale is not None else 0)
+
+
+def _in_format(A32, B32, p):
+    """The input format handed to tensorcore: 8 exponent bits (float32's range) and p - 1
+    fraction bits -- the operands' true precision, which lets its exactness certificate prove
+    most dot products exact (with fp32's 24 bits it cannot, and MX data put many exact sums on
+    fp32 rounding ties, which then need its slow exact path).  Values below 2^-126 must also
+    lie on that format's subnormal grid (multiples of 2^(-126 - (p - 1))); if one does not,
+    fp32 itself (always valid, slower)."""
+    fmt = Format(f"mx-operands-p{p}", 8, p - 1)
+    tiny = np.float32(2.0 ** -126)
+    for X in (A32, B32):
+        small = X[(np.abs(X) < tiny) & (X != 0)]
+        if small.size and not np.array_equal(_round(small, fmt), small):
+            return get_format("fp32")
+    return fmt
+
+
 def _ideal(qa, qb, c, out_fmt):
     from ..tensorcore import TCModel
     from ..tensorcore import gemm as tc_gemm
@@ -139,7 +166,8 @@ def _ideal(qa, qb, c, out_fmt):
                          "2^128 after a ceil/even/rceil scale of inputs above 2^127, or a "
                          "tensor scale pushing values below 2^-149); the exact path takes "
                          "float32-range operands")
-    tcm = TCModel("mx-ideal", None, None, "rne", "fp32", out_fmt)
+    p = max(_precision(qa, len(pa)), _precision(qb, len(pb)))
+    tcm = TCModel("mx-ideal", None, None, "rne", _in_format(A32, B32, p), out_fmt)
     return tc_gemm(A32, B32, c, model=tcm)
 
 
@@ -167,6 +195,5 @@ def _blocked(qa, qb, kb, c32, out_fmt):
     KG.blocked_gemm(a, bt, _scales_along_k(qa, "qa"), _scales_along_k(qb, "qb"), T, c32, kb, H,
                     nv, out)
     if out_fmt.name != "fp32":
-        from ..rounding import round as _round
         out = _round(out, out_fmt)
     return out
