@@ -10,9 +10,10 @@ Provides
 
 Nothing here is shared with softfloat's kernels: the element formats are re-derived below from
 their field widths (OCP MX v1.0 section 5.3), the scale rules are written from their sources
-(softfloat/mx/__init__.py cites them), and every quantity is an exact Fraction.  The only
-softfloat code used is the counter-based generator (softfloat.rng.random_bits / seed_key), for
-the random bits of stochastic rounding, which the brief allows.
+(softfloat/mx/__init__.py cites them), and every quantity is an exact Fraction; rounding a
+magnitude to a multiple of a quantum is the exact oracle's (tests/oracle.py, itself independent
+of the kernels).  The only softfloat code used is the counter-based generator
+(softfloat.rng.random_bits / seed_key), for the random bits of stochastic rounding.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+import oracle
 from softfloat.rng import random_bits, seed_key
 
 # ----- element formats from their widths -------------------------------------------------------
@@ -57,14 +59,7 @@ def elem(fmt: str) -> Elem:
     return Elem(m, 1 - bias, Fraction(2 ** m + mant, 2 ** m) * Fraction(2) ** emax, e, bias)
 
 
-def floor_log2(a: Fraction) -> int:
-    """floor(log2 a) for a > 0, exactly."""
-    k = a.numerator.bit_length() - a.denominator.bit_length()
-    while Fraction(2) ** k > a:
-        k -= 1
-    while Fraction(2) ** (k + 1) <= a:
-        k += 1
-    return k
+floor_log2 = oracle._floor_log2            # floor(log2 a) for a Fraction a > 0, exactly
 
 
 def is_pow2(a: Fraction) -> bool:
@@ -83,27 +78,8 @@ def round_grid(y: Fraction, el: Elem, mode: str, u=None, rbits=None, neg=None):
     a = -y if neg else y
     if a == 0:
         return Fraction(0), neg, False
-    q_e = max(floor_log2(a), el.emin) - el.m
-    quantum = Fraction(2) ** q_e
-    lower = math.floor(a / quantum)
-    frac = a / quantum - lower
-    if mode == "rne":
-        up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lower % 2 == 1)
-    elif mode == "rna":
-        up = frac >= Fraction(1, 2)
-    elif mode == "rtz":
-        up = False
-    elif mode == "rup":
-        up = frac > 0 and not neg
-    elif mode == "rdn":
-        up = frac > 0 and neg
-    elif mode == "rto":
-        up = frac > 0 and lower % 2 == 0
-    elif mode == "sr":
-        up = math.floor(frac * 2 ** rbits) + (u >> (64 - rbits)) >= 2 ** rbits
-    else:
-        raise ValueError(mode)
-    v = (lower + int(up)) * quantum
+    quantum = Fraction(2) ** (max(floor_log2(a), el.emin) - el.m)
+    v = oracle._round_to_quantum(a, quantum, mode, neg, u, rbits)
     if v > el.max:
         return el.max, neg, True
     return v, neg, False
@@ -136,10 +112,7 @@ def round_ieee(q, m: int, emin: int, emax: int):
     neg = q < 0
     a = -q if neg else q
     quantum = Fraction(2) ** (max(floor_log2(a), emin) - m)
-    lower = math.floor(a / quantum)
-    frac = a / quantum - lower
-    up = frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lower % 2 == 1)
-    v = (lower + int(up)) * quantum
+    v = oracle._round_to_quantum(a, quantum, "rne", neg, None, None)
     if v > (2 - Fraction(1, 2 ** m)) * Fraction(2) ** emax:
         return -math.inf if neg else math.inf
     return -v if neg else v

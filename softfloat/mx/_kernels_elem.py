@@ -27,10 +27,6 @@ from .._roundpack import INEXACT, OVERFLOW, round_value
 __all__ = ["round_elem", "encode", "code_byte", "ro_div", "two_sum", "two_prod", "fold_odd",
            "INEXACT", "OVERFLOW"]
 
-_U1 = np.uint64(1)
-_MASK52 = np.uint64((1 << 52) - 1)
-
-
 @njit(cache=True)
 def round_elem(v, escale, EP, u):
     """round_value(v, escale, <element format>, mode, u, rbits): the ONE call of the round-pack

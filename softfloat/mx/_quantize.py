@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import DEFAULT_SR_BITS, as_float_array
+from .._validate import as_float_array, check_sr
 from ..modes import Mode, parse_mode
-from ..rng import seed_key
 from . import _kernels_quant as KQ
 from ._formats import MX_RULES, RULE_CODES, get_block_format
 from ._kernels_fast import fast_consts
@@ -33,22 +32,12 @@ _MAX_SR_BITS_EXACT = 50
 
 
 def _check_sr(mode, seed, sr_bits, limit):
-    if mode != Mode.SR:
-        if seed is not None:
-            raise ValueError(f"seed is only used by mode 'sr' (stochastic rounding); mode "
-                             f"{mode.short!r} is deterministic: leave seed out")
-        if sr_bits is not None:
-            raise ValueError("sr_bits is only meaningful with mode='sr'")
-        return np.uint64(0), 1
-    if seed is None:
-        raise ValueError("mode 'sr' (stochastic rounding) needs seed=<int>: the random bits of "
-                         "element i are a function of (seed, index_offset + i)")
-    rbits = DEFAULT_SR_BITS if sr_bits is None else sr_bits
-    if isinstance(rbits, (bool, np.bool_)) or not isinstance(rbits, (int, np.integer)):
-        raise TypeError(f"sr_bits must be an int, got {type(rbits).__name__}")
-    if not 1 <= int(rbits) <= limit:
-        raise ValueError(f"sr_bits must be in 1..{limit} here, got {rbits}")
-    return seed_key(seed), int(rbits)
+    """softfloat's seed / sr_bits checks, and the shared rule that a seed given with a
+    deterministic mode is an error."""
+    if mode != Mode.SR and seed is not None:
+        raise ValueError(f"seed is only used by mode 'sr' (stochastic rounding); mode "
+                         f"{mode.short!r} is deterministic: leave seed out")
+    return check_sr(mode, seed, sr_bits, limit)
 
 
 def _check_nvfp4(fmt, tensor_scale, scale_min, exact_division):
