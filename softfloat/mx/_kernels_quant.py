@@ -33,6 +33,7 @@ from numba import njit, prange
 
 from .._int32 import and32, gt32, sel32
 from ..rng import random_bits
+from ._simd import absmax16
 from ._kernels_elem import OVERFLOW, code_byte, encode, ro_div, round_elem
 from ._kernels_fast import block_consts, run_det, run_det_nv, run_sr, run_sr_nv, unpack
 from ._kernels_scale import e8m0_code, e8m0_codes32, nvfp4_scale, nvfp4_scales32
@@ -111,63 +112,19 @@ def _redo(xf, rcp, nv, escale, i0, n, eb, vb, EP, key, base):
 
 
 @njit(cache=True, inline="always")
-def _mx32(a, b):
-    return sel32(gt32(a, b), a, b)
-
-
-@njit(cache=True, inline="always")
 def _amax_run(xs):
     """Largest |x| pattern of a run of float32 patterns (an integer max: NaN patterns exceed
-    Inf's).  Sixteen running maxima, one per lane, then a tree: written out so that LLVM's SLP
-    vectoriser makes them one vector (a reduction loop over a block of 16 or 32 elements is too
-    short for the loop vectoriser, which then falls back to scalar code)."""
+    Inf's): 16 at a time with the vector intrinsic of _simd, the rest one by one."""
     n = xs.size
-    if n < 16:
-        m = np.uint32(0)
-        for j in range(n):
-            m = _mx32(m, and32(xs[j], _ABS32))
-        return m
-    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15 = (
-        and32(xs[0], _ABS32), and32(xs[1], _ABS32), and32(xs[2], _ABS32), and32(xs[3], _ABS32),
-        and32(xs[4], _ABS32), and32(xs[5], _ABS32), and32(xs[6], _ABS32), and32(xs[7], _ABS32),
-        and32(xs[8], _ABS32), and32(xs[9], _ABS32), and32(xs[10], _ABS32), and32(xs[11], _ABS32),
-        and32(xs[12], _ABS32), and32(xs[13], _ABS32), and32(xs[14], _ABS32), and32(xs[15], _ABS32),
-    )
-    for j0 in range(16, n - n % 16, 16):
-        a0 = _mx32(a0, and32(xs[j0 + 0], _ABS32))
-        a1 = _mx32(a1, and32(xs[j0 + 1], _ABS32))
-        a2 = _mx32(a2, and32(xs[j0 + 2], _ABS32))
-        a3 = _mx32(a3, and32(xs[j0 + 3], _ABS32))
-        a4 = _mx32(a4, and32(xs[j0 + 4], _ABS32))
-        a5 = _mx32(a5, and32(xs[j0 + 5], _ABS32))
-        a6 = _mx32(a6, and32(xs[j0 + 6], _ABS32))
-        a7 = _mx32(a7, and32(xs[j0 + 7], _ABS32))
-        a8 = _mx32(a8, and32(xs[j0 + 8], _ABS32))
-        a9 = _mx32(a9, and32(xs[j0 + 9], _ABS32))
-        a10 = _mx32(a10, and32(xs[j0 + 10], _ABS32))
-        a11 = _mx32(a11, and32(xs[j0 + 11], _ABS32))
-        a12 = _mx32(a12, and32(xs[j0 + 12], _ABS32))
-        a13 = _mx32(a13, and32(xs[j0 + 13], _ABS32))
-        a14 = _mx32(a14, and32(xs[j0 + 14], _ABS32))
-        a15 = _mx32(a15, and32(xs[j0 + 15], _ABS32))
-    for j in range(n - n % 16, n):
-        a0 = _mx32(a0, and32(xs[j], _ABS32))
-    a0 = _mx32(a0, a8)
-    a1 = _mx32(a1, a9)
-    a2 = _mx32(a2, a10)
-    a3 = _mx32(a3, a11)
-    a4 = _mx32(a4, a12)
-    a5 = _mx32(a5, a13)
-    a6 = _mx32(a6, a14)
-    a7 = _mx32(a7, a15)
-    a0 = _mx32(a0, a4)
-    a1 = _mx32(a1, a5)
-    a2 = _mx32(a2, a6)
-    a3 = _mx32(a3, a7)
-    a0 = _mx32(a0, a2)
-    a1 = _mx32(a1, a3)
-    a0 = _mx32(a0, a1)
-    return a0
+    n16 = n - n % 16
+    m = np.uint32(0)
+    for j0 in range(0, n16, 16):
+        v = absmax16(xs, j0)
+        m = sel32(gt32(v, m), v, m)
+    for j in range(n16, n):
+        v = and32(xs[j], _ABS32)
+        m = sel32(gt32(v, m), v, m)
+    return m
 
 
 @njit(cache=True, inline="always")
