@@ -26,6 +26,10 @@ SERIAL_MAX = 1 << 18
 _E4M3_MIN = 2.0 ** -9
 NVFP4_SCALE_MIN = 2.0 ** -6
 
+#: Element rounding modes the kernels implement (softfloat.Mode codes 0..6: rne, rna, rtz, rup,
+#: rdn, rto, sr); a mode added to softfloat later is refused until they learn it.
+_MODES = tuple(range(7))
+
 #: sr_bits limit of NVFP4's exact division: the round-to-odd quotient keeps 53 bits, of which
 #: the element (p = 2) and the random bits read p + r <= 52 (softfloat/mx/_kernels_elem.ro_div).
 _MAX_SR_BITS_EXACT = 50
@@ -119,6 +123,9 @@ def _quantize(x, fmt, block, axis, scale_rule, mode, seed, sr_bits, tensor_scale
         raise ValueError(f"scale_rule {scale_rule!r} does not apply to {fmt.name}; accepted: "
                          f"{', '.join(allowed)}")
     mode = parse_mode(mode)
+    if int(mode) not in _MODES:
+        raise ValueError(f"mode {mode.short!r} is not supported by softfloat.mx; accepted: "
+                         f"{', '.join(Mode(c).short for c in _MODES)}")
     tscale, smin = _check_nvfp4(fmt, tensor_scale, scale_min, exact_division)
     exact = bool(nv and exact_division)
     key, rbits = _check_sr(mode, seed, sr_bits, _MAX_SR_BITS_EXACT if exact else 62)
