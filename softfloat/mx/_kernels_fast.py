@@ -49,7 +49,8 @@ from .._int32 import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, s
                       sub32, xor32)
 from ..rng import random_bits
 
-__all__ = ["fast_consts", "unpack", "block_consts", "run_det", "run_sr", "run_det_nv", "run_sr_nv"]
+__all__ = ["fast_consts", "unpack", "block_consts", "run_det", "run_sr", "run_det_nv", "run_sr_nv",
+           "rne_consts", "run_rne"]
 
 _ABS = np.uint32(0x7FFFFFFF)
 _M23 = np.uint32(0x007FFFFF)
@@ -63,6 +64,7 @@ def fast_consts(EP) -> np.ndarray:
     """Per-call constants (int64 array; layout: see _unpack) from BlockFormat.elem_params."""
     m, emin = int(EP[0]), int(EP[1])
     maxcode, nbits, is_int = int(EP[7]), int(EP[8]), int(EP[9])
+    emax_e = int(np.frexp(np.int64(EP[6]).view(np.float64))[1]) - 1   # floor(log2 max)
     mode, rbits = int(EP[10]), int(EP[11])
     d = 23 - m
     low = (1 << d) - 1
@@ -88,6 +90,12 @@ def fast_consts(EP) -> np.ndarray:
         rbits, min(rbits, d),                              # 20-21: r, k
         1 if is_int else 0,                                # 22: ... + 1
         0 if is_int else 0xFFFFFFFF,                       # 23: a zero keeps its sign (FP)
+        # run_rne: C = 2^(max(ey, emin) - m + 23) from y's exponent field, clamped to
+        # [emin, emax + 2] (above, every value saturates anyway), plus (23 - m) << 23
+        (23 - m) << 23,                                    # 24: cadd
+        (emin + 127) << 23, (emax_e + 2 + 127) << 23,      # 25-26: clamp of the field
+        (126 + emin) << m,                                 # 27: code = (r >> d) - this
+        int(np.float32(np.ldexp(1.0, m - emin)).view(np.uint32)),   # 28: 2^(m - emin)
     ], dtype=np.int64)
 
 
@@ -289,3 +297,67 @@ def run_sr_nv(xs, xf, rcp, es, vs, K, BC, key, base):
         fl = add32(fl, sel32(f, _U1, _U0))
         slow = add32(slow, sel32(sl, _U1, _U0))
     return np.int64(sat), np.int64(fl), np.int64(slow)
+
+
+# ----- round to nearest even: the FPU does the rounding ----------------------------------------
+
+@njit(cache=True, inline="always")
+def rne_consts(FC):
+    """run_rne's per-call constants as typed scalars."""
+    u32 = np.uint32
+    return (u32(FC[24]), u32(FC[25]), u32(FC[26]), u32(FC[0]), u32(FC[27]),
+            u32(FC[28]).view(np.float32), u32(FC[25]).view(np.float32), u32(FC[13]),
+            u32(FC[14]), u32(FC[15]), u32(FC[16]), u32(FC[22]), u32(FC[23]))
+
+
+@njit(cache=True, inline="always")
+def _rne_one(yf, ax, R):
+    """One element in RNE from y (float32): (code byte, value pattern, saturated, flushed).
+
+    |y| + C with C = 2^(max(ey, emin) - m + 23) (ey = y's exponent) lies in [C, 2C), where the
+    float32 spacing is 2^(max(ey, emin) - m): the element's quantum; the hardware's RNE addition
+    rounds |y| onto that grid (C is an even multiple of the spacing, so its ties go to the even
+    multiple, as RNE of |y| does), and subtracting C is exact (Sterbenz).  r is then the element
+    value; its code is (r >> d) - ((126 + emin) << m) (exponent field rebiased, fraction kept)
+    at or above 2^emin, r * 2^(m - emin) (an integer < 2^m) below.  The exponent field is
+    clamped to [emin, emax + 2]: above, r >= 2^(emax + 2) saturates whatever its rounding
+    (this also keeps C finite); +-Inf stays Inf and saturates."""
+    (cadd, eminf, emaxf, d, k2, scl, tiny, maxcode, maxbits, signc, xm, addc, zm) = R
+    yb = np.float32(yf).view(np.uint32)
+    a = and32(yb, _ABS)
+    sgn = xor32(yb, a)
+    ef = and32(a, np.uint32(0x7F800000))
+    ef = _min32(_max32(ef, eminf), emaxf)
+    c = np.uint32(add32(ef, cadd)).view(np.float32)
+    r = (np.uint32(a).view(np.float32) + c) - c
+    rb = np.float32(r).view(np.uint32)
+    # below 2^emin: r * 2^(m - emin) is the code, an integer < 2^m (exact); r is clamped first
+    # (a select, which vectorises, unlike min()) so that no lane converts an out-of-range float
+    rs = np.float32(r if r < tiny else tiny) * scl
+    code = sel32(ge32(rb, eminf), sub32(shr32(rb, d), k2), np.uint32(np.int32(rs)))
+    sat = gt32(code, maxcode)
+    code = sel32(sat, maxcode, code)
+    val = sel32(sat, maxbits, rb)
+    nz = ne32(code, _U0)
+    cb = sel32(ne32(sgn, _U0), or32(add32(xor32(code, xm), addc), signc), code)
+    vb = or32(val, and32(sgn, sel32(nz, np.uint32(0xFFFFFFFF), zm)))
+    return cb, vb, sat, (not nz) & ne32(ax, _U0)
+
+
+@njit(cache=True)
+def run_rne(xs, xf, ms, es, vs, R):
+    """RNE over a run of elements: y = fl32(x * ms[j]), ms the element's factor: 2^-E (MX:
+    exact whenever y is a float32 normal, and any |y| < 2^-126 rounds to 0 in every element
+    format whatever its own rounding) or NVFP4's r (the recipe's product).  One flat loop
+    (LLVM vectorises it; a run is a whole chunk of blocks when they are contiguous, which is
+    why the factor comes per element).  No element needs round_value: returns (saturated,
+    flushed, 0)."""
+    sat = _U0
+    fl = _U0
+    for j in range(xs.size):
+        cb, v, s_, f = _rne_one(np.float32(xf[j] * ms[j]), and32(xs[j], _ABS), R)
+        es[j] = np.uint8(cb)
+        vs[j] = v
+        sat = add32(sat, sel32(s_, _U1, _U0))
+        fl = add32(fl, sel32(f, _U1, _U0))
+    return np.int64(sat), np.int64(fl), np.int64(0)

@@ -35,7 +35,8 @@ from .._int32 import and32, gt32, sel32
 from ..rng import random_bits
 from ._simd import absmax16
 from ._kernels_elem import OVERFLOW, code_byte, encode, ro_div, round_elem
-from ._kernels_fast import block_consts, run_det, run_det_nv, run_sr, run_sr_nv, unpack
+from ._kernels_fast import (block_consts, rne_consts, run_det, run_det_nv, run_rne, run_sr,
+                            run_sr_nv, unpack)
 from ._kernels_scale import e8m0_code, e8m0_codes32, nvfp4_scale, nvfp4_scales32
 
 #: Elements per parallel chunk (whole tiles; at least one tile per chunk): 2^14, as the other
@@ -59,12 +60,30 @@ def geometry(P, R, C, br, bc):
 
 
 @njit(cache=True, inline="always")
-def _tile(g, R, C, br, bc, nr, nc):
-    """(first flat row index p * R + r0, rows, c0, columns) of tile g."""
+def _tile_pos(g, nr, nc):
+    """(p, ir, ic) of tile g: the integer divisions, once per chunk (a 64-bit division costs tens
+    of cycles: per tile of 16 elements it was a large part of the time); _tile_next steps."""
     p = g // (nr * nc)
     t = g - p * (nr * nc)
     ir = t // nc
-    ic = t - ir * nc
+    return p, ir, t - ir * nc
+
+
+@njit(cache=True, inline="always")
+def _tile_next(p, ir, ic, nr, nc):
+    ic += 1
+    if ic == nc:
+        ic = 0
+        ir += 1
+        if ir == nr:
+            ir = 0
+            p += 1
+    return p, ir, ic
+
+
+@njit(cache=True, inline="always")
+def _tile(p, ir, ic, R, C, br, bc):
+    """(first flat row index p * R + r0, rows, c0, columns) of tile (p, ir, ic)."""
     r0 = ir * br
     c0 = ic * bc
     return p * R + r0, min(R - r0, br), c0, min(C - c0, bc)
@@ -170,28 +189,56 @@ def _chunk_scales(am, codes, vals, rcps, nv, rp, head, SE):
         vals[k] = _e8m0_value(codes[k])
 
 
+@njit(cache=True, inline="always")
+def _factor(code, rcp, nv):
+    """The element factor of a block: NVFP4's r, or 2^-E (exact in float32 for -E in
+    -127..127: 2^-127 is a float32 subnormal)."""
+    return rcp if nv else np.float32(2.0 ** -(np.int64(code) - 127))
+
+
 @njit(cache=True)
-def _f32_chunk(ch, xb, xf, eb, vb, sc, sv, R, C, br, bc, nr, nc, nt, tpc, EP, FC, rp, nv, head,
-               SE, key, base, counts):
-    """Tiles of chunk ch, float32 input: MX (E8M0 scale, elements of x * 2^-E) or NVFP4 with
-    the reference's float32 arithmetic (elements of fl32(x * r)).  Three passes: the block
-    maxima, the scales of all the chunk's blocks (vectorised across blocks), the elements."""
-    sr = EP[10] == 6
-    K = unpack(FC)
-    g0 = ch * tpc
-    g1 = min(nt, g0 + tpc)
-    am = np.empty(g1 - g0, dtype=np.uint32)
-    for g in range(g0, g1):
-        row0, nrow, c0, ncol = _tile(g, R, C, br, bc, nr, nc)
-        am[g - g0] = _amax32(xb, row0, nrow, c0, ncol, C)
-    codes = sc[g0:g1]
-    vals = sv[g0:g1]
-    rcps = np.ones(g1 - g0, dtype=np.float32)
-    _chunk_scales(am, codes, vals, rcps, nv, rp, head, SE)
+def _rne_contiguous(g0, g1, xb, xf, eb, vb, C, bc, nr, nc, codes, rcps, nv, RC):
+    """RNE, 1-D blocks along the last axis (R = 1): the chunk's elements are contiguous, so they
+    go through run_rne in one flat loop (per run between NaN blocks) with a per-element factor
+    (blocks of 16 or 32 are too short for the vectoriser on their own)."""
+    p, ir, ic = _tile_pos(g0, nr, nc)
+    first = p * C + ic * bc
+    last = first
+    ms = np.empty((g1 - g0) * bc, dtype=np.float32)
+    nanc = 0x7F if nv else 255
     sat = 0
     flushed = 0
+    start = first
     for g in range(g0, g1):
-        row0, nrow, c0, ncol = _tile(g, R, C, br, bc, nr, nc)
+        i0 = p * C + ic * bc
+        n = min(C - ic * bc, bc)
+        p, ir, ic = _tile_next(p, ir, ic, nr, nc)
+        last = i0 + n
+        if codes[g - g0] == nanc:
+            s, f, _ = run_rne(xb[start:i0], xf[start:i0], ms[start - first:i0 - first],
+                              eb[start:i0], vb[start:i0], RC)
+            sat += s
+            flushed += f
+            _nan_tile(i0, 1, 0, n, 1, eb, vb)
+            start = last
+            continue
+        ms[i0 - first:last - first] = _factor(codes[g - g0], rcps[g - g0], nv)
+    s, f, _ = run_rne(xb[start:last], xf[start:last], ms[start - first:last - first],
+                      eb[start:last], vb[start:last], RC)
+    return sat + s, flushed + f
+
+
+@njit(cache=True)
+def _tiles(g0, g1, xb, xf, eb, vb, R, C, br, bc, nr, nc, codes, rcps, nv, rne, sr, EP, FC, K,
+           RC, key, base):
+    """Tile by tile, a run per tile row: any layout, any mode; returns (saturated, flushed)."""
+    ms = np.empty(bc, dtype=np.float32)
+    sat = 0
+    flushed = 0
+    p, ir, ic = _tile_pos(g0, nr, nc)
+    for g in range(g0, g1):
+        row0, nrow, c0, ncol = _tile(p, ir, ic, R, C, br, bc)
+        p, ir, ic = _tile_next(p, ir, ic, nr, nc)
         code = np.int64(codes[g - g0])
         rcp = rcps[g - g0]
         if code == (0x7F if nv else 255):
@@ -199,10 +246,13 @@ def _f32_chunk(ch, xb, xf, eb, vb, sc, sv, R, C, br, bc, nr, nc, nt, tpc, EP, FC
             continue
         E = 0 if nv else code - 127
         BC = block_consts(E, FC)
+        ms[:] = _factor(code, rcp, nv)
         for r in range(nrow):
             i0 = (row0 + r) * C + c0
             i1 = i0 + ncol
-            if nv and sr:
+            if rne:
+                s, f, slow = run_rne(xb[i0:i1], xf[i0:i1], ms[:ncol], eb[i0:i1], vb[i0:i1], RC)
+            elif nv and sr:
                 s, f, slow = run_sr_nv(xb[i0:i1], xf[i0:i1], rcp, eb[i0:i1], vb[i0:i1], K, BC,
                                        key, base + i0)
             elif nv:
@@ -215,6 +265,37 @@ def _f32_chunk(ch, xb, xf, eb, vb, sc, sv, R, C, br, bc, nr, nc, nt, tpc, EP, FC
                 s, f = _redo(xf, rcp, nv, -E, i0, ncol, eb, vb, EP, key, base)
             sat += s
             flushed += f
+    return sat, flushed
+
+
+@njit(cache=True)
+def _f32_chunk(ch, xb, xf, eb, vb, sc, sv, R, C, br, bc, nr, nc, nt, tpc, EP, FC, rp, nv, head,
+               SE, key, base, counts):
+    """Tiles of chunk ch, float32 input: MX (E8M0 scale, elements of x * 2^-E) or NVFP4 with
+    the reference's float32 arithmetic (elements of fl32(x * r)).  Three passes: the block
+    maxima, the scales of all the chunk's blocks (vectorised across blocks), the elements."""
+    sr = EP[10] == 6
+    rne = EP[10] == 0
+    K = unpack(FC)
+    RC = rne_consts(FC)
+    g0 = ch * tpc
+    g1 = min(nt, g0 + tpc)
+    am = np.empty(g1 - g0, dtype=np.uint32)
+    p, ir, ic = _tile_pos(g0, nr, nc)
+    for g in range(g0, g1):
+        row0, nrow, c0, ncol = _tile(p, ir, ic, R, C, br, bc)
+        am[g - g0] = _amax32(xb, row0, nrow, c0, ncol, C)
+        p, ir, ic = _tile_next(p, ir, ic, nr, nc)
+    codes = sc[g0:g1]
+    vals = sv[g0:g1]
+    rcps = np.ones(g1 - g0, dtype=np.float32)
+    _chunk_scales(am, codes, vals, rcps, nv, rp, head, SE)
+    if rne and R == 1:
+        sat, flushed = _rne_contiguous(g0, g1, xb, xf, eb, vb, C, bc, nr, nc, codes, rcps, nv,
+                                       RC)
+    else:
+        sat, flushed = _tiles(g0, g1, xb, xf, eb, vb, R, C, br, bc, nr, nc, codes, rcps, nv,
+                              rne, sr, EP, FC, K, RC, key, base)
     counts[ch, 0] = sat
     counts[ch, 1] = flushed
 
@@ -225,8 +306,10 @@ def _general_chunk(ch, x, xbits, eb, vb, sc, sv, R, C, br, bc, nr, nc, nt, tpc, 
     sr = EP[10] == 6
     sat = 0
     flushed = 0
+    p, ir, ic = _tile_pos(ch * tpc, nr, nc)
     for g in range(ch * tpc, min(nt, (ch + 1) * tpc)):
-        row0, nrow, c0, ncol = _tile(g, R, C, br, bc, nr, nc)
+        row0, nrow, c0, ncol = _tile(p, ir, ic, R, C, br, bc)
+        p, ir, ic = _tile_next(p, ir, ic, nr, nc)
         a = _amax64(xbits, row0, nrow, c0, ncol, C)
         E = 0
         rcp = np.float32(0.0)
