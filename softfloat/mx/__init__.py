@@ -82,9 +82,10 @@ rounds x * 2^escale directly) or NVFP4's y, rounded ONCE onto the element grid w
 ``flushed`` the nonzero inputs whose element is 0.  mode "sr" needs ``seed``; element i (its C
 flat index) uses random_bits(key(seed), index_offset + i) with sr_bits bits (default 24),
 whatever the threads or chunks.  A seed with a deterministic mode is a ValueError.
-Implementation: float32 data go through a vectorised kernel on the bit patterns
-(softfloat/mx/_kernels_fast.py) proven equal to round_value by tests; float64 data, NVFP4's
-exact division and the few elements the fast kernel cannot do call round_value itself.
+Implementation: float32 data go through a vectorised kernel (softfloat/mx/_kernels_fast.py:
+RNE by the FPU's own rounding of (|y| + C) - C, the other modes on the bit patterns) proven equal
+to round_value by tests; float64 data, NVFP4's exact division and the few elements the fast
+kernel cannot do call round_value itself (softfloat/mx/_kernels_elem.round_elem).
 
 GEMM (``mx.gemm(qa, qb)``): qa (m x k) blocked along k (axis 1 or 2-D blocks), qb (k x n)
 blocked along k (axis 0 or 2-D blocks), both MX or both NVFP4.  Products of elements are exact,

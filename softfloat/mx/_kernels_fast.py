@@ -7,6 +7,9 @@ Provides
         round the float32 patterns xs (one block row) scaled by 2^-E: MX
     run_det_nv(xs, xf, rcp, es, vs, FC, BC), run_sr_nv(...)
         round y = fl32(x * rcp), NVFP4's float32 product (E = 0)
+    rne_consts(FC) -> R, run_rne(xs, xf, ms, es, vs, R)
+        round to nearest even (the default mode) of y = fl32(x * ms[j]), per-element factors
+        ms = 2^-E (MX) or NVFP4's r, by the FPU's own rounding (see _rne_one)
         each writes the element codes es and value patterns vs (slices of the outputs) and
         returns (saturated, flushed, slow)
 
@@ -14,7 +17,8 @@ Same results, bit for bit, as round_elem (the round-pack routine) on every eleme
 it marks ``slow`` (left for round_elem): tests/test_mx_quantize.py checks the two paths on every
 format, rule and mode, with inputs at every rounding boundary, subnormals and huge shifts.
 
-Derivation.  x = sig * 2^(Ex' - 150) with Ex' = max(Ex, 1) (Ex the biased exponent field; a
+Derivation of the integer paths (every mode but RNE; RNE's is in _rne_one's docstring).
+x = sig * 2^(Ex' - 150) with Ex' = max(Ex, 1) (Ex the biased exponent field; a
 float32 subnormal has Ex = 0, no hidden bit and the exponent of Ex = 1) and y = x * 2^-E.  The
 element grid's quantum is 2^(max(ey, emin) - m), ey = floor(log2 y).
 * Normal range, |x| >= 2^(emin + E) (pattern a >= thr = (127 + emin + E) << 23): y's quantum
