@@ -11,15 +11,18 @@ shuffle/max steps with AVX-512, or to two ymm halves with AVX2 (1.8 ms).
 Integer max of the |x| patterns is the max of |x| for numbers (float32 patterns of one sign are
 ordered like their magnitudes), and any NaN pattern exceeds Inf's 0x7F800000.
 
-Imports numba and llvmlite only.
+Imports numba only (llvmlite's IR builder through numba.core.cgutils, as
+softfloat/tensorcore/_simd.py does).
 """
 
 from __future__ import annotations
 
-from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+# the llvmlite IR builder, reached through numba (softfloat imports only numpy and numba)
+ir = cgutils.ir
 
 __all__ = ["absmax16"]
 
