@@ -146,9 +146,52 @@ def _in_format(A32, B32, p):
     return fmt
 
 
+#: NVFP4's scaled elements e * s are multiples of 2^-10 (e2m1: of 2^-1; the E4M3 scale: of
+#: 2^-9) below 6 * 448 = 2688, so their products are integer multiples of 2^-20 below 2688^2:
+#: a float64 sum of up to NV_K_EXACT of them is exact in any order (partial sums below
+#: 2^53 units of 2^-20: NV_K_EXACT * 2688^2 < 2^33).
+NV_K_EXACT = 1176
+
+
+def _ideal_nvfp4(qa, qb, out_fmt):
+    """NVFP4 without c: S = sum_k (e_a s_a)(e_b s_b) is exact from one float64 matmul per slab
+    of NV_K_EXACT along k (NV_K_EXACT above), slabs added exactly as int64 multiples of 2^-20;
+    the result S * t_a t_b is then rounded once (scale_exact's round-to-odd product, then one
+    rounding to out_format).  Returns None where that does not apply (a sum beyond 2^53 units,
+    NaN scales): the caller takes the general route."""
+    A = qa.elements.astype(np.float64) * np.repeat(
+        _scales_along_k(qa, "qa"), _kblock(qa, "qa"), axis=1)[:, :qa.shape[1]]
+    B = (qb.elements.T.astype(np.float64) * np.repeat(
+        _scales_along_k(qb, "qb"), _kblock(qb, "qb"), axis=1)[:, :qb.shape[0]]).T
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+        return None
+    k = A.shape[1]
+    if k <= NV_K_EXACT:
+        S = A @ B
+    else:
+        units = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
+        for k0 in range(0, k, NV_K_EXACT):
+            part = A[:, k0:k0 + NV_K_EXACT] @ B[k0:k0 + NV_K_EXACT]
+            units += np.ldexp(part, 20).astype(np.int64)          # exact integers < 2^53
+        if np.abs(units).max(initial=0) >= 1 << 53:
+            return None
+        S = np.ldexp(units.astype(np.float64), -20)
+    T = (1.0 if qa.tensor_scale is None else qa.tensor_scale) * \
+        (1.0 if qb.tensor_scale is None else qb.tensor_scale)      # exact: 24 + 24 bits
+    out = np.empty_like(S)
+    KG.scale_exact(S, T, out)
+    with np.errstate(over="ignore"):
+        return (out.astype(np.float32) if out_fmt.name == "fp32"
+                else _round(out, out_fmt).astype(np.float32))
+
+
 def _ideal(qa, qb, c, out_fmt):
     from ..tensorcore import TCModel
     from ..tensorcore import gemm as tc_gemm
+    if c is None and qa.format.scale == "ue4m3":
+        D = _ideal_nvfp4(qa, qb, out_fmt)
+        if D is not None:
+            return D
     A = qa.elements.astype(np.float64) * np.repeat(
         _scales_along_k(qa, "qa"), _kblock(qa, "qa"), axis=1)[:, :qa.shape[1]]
     Bt = qb.elements.T.astype(np.float64) * np.repeat(

@@ -33,7 +33,7 @@ from numba import njit, prange
 
 from ._kernels_elem import fold_odd, two_prod, two_sum
 
-__all__ = ["blocked_gemm"]
+__all__ = ["blocked_gemm", "scale_exact"]
 
 
 @njit(cache=True)
@@ -84,3 +84,23 @@ def blocked_gemm(a, bt, sa, sbt, T, c, kb, hsplit, nv, out):
         hi = np.empty(n, dtype=np.float64)
         lo = np.empty(n, dtype=np.float64)
         _row(a[i], bt, sa[i], sbt, T, c[i], kb, hsplit, nv, out[i], hi, lo)
+
+
+@njit(parallel=True, cache=True)
+def scale_exact(S, T, out):
+    """out = RO53(S * T) for float64 S (exact sums) and T (an exact product of two float32
+    tensor scales): Dekker's product gives S T = p + e exactly, fold_odd its round-to-odd value,
+    which rounds (to fp32 or any narrower format) like the exact product.  NaN stays NaN, 0 stays
+    +0 (an exact cancellation)."""
+    m, n = S.shape
+    for i in prange(m):
+        for j in range(n):
+            v = S[i, j]
+            if v == 0.0:
+                v = 0.0                          # an exact zero sum is +0, whatever its terms
+            elif v == v and T != 1.0:
+                p, e = two_prod(v, T)
+                v = fold_odd(p, e)
+            else:
+                v = v * T
+            out[i, j] = v
