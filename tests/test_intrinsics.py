@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from softfloat._intrinsics import (LANES, ROWS, add32, and32, fma, ge32, gt32, lo32, lt32, ne32, or32,
+from softfloat._intrinsics import (LANES, ROWS, absmax16, add32, and32, fma, ge32, gt32, lo32, lt32, ne32, or32,
                                    sel32, shl32, shr32, sload, srow0, srow1, srow2, srow3,
                                    vacc_add, vacc_float, vand_bits, vbits_rsub, vimax_bits, vload,
                                    vmax, vrint, vstore, vterm, vtrunc, xor32)
@@ -152,3 +152,24 @@ def test_fma_rounds_once(dtype):
                           want.view(np.uint32 if dtype == np.float32 else np.uint64))
     # the two-rounding result differs on many of them: the check can fail
     assert np.count_nonzero(out != a * b + c) > n // 4
+
+
+@njit(cache=False)
+def _absmax_all(pats, out):
+    for b in range(out.size):
+        out[b] = absmax16(pats, b * 16)
+
+
+def test_absmax16_is_the_largest_magnitude_pattern():
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(16 * 64) * 2.0 ** rng.integers(-140, 120, 16 * 64)).astype(np.float32)
+    x[:16] = -0.0
+    x[16:32] = np.float32(np.inf) * np.sign(x[16:32])
+    x[40] = np.nan
+    x[16 * 9 + 3] = -np.float32(3.4e38)              # the largest magnitude is negative
+    pats = x.view(np.uint32)
+    out = np.empty(64, np.uint32)
+    _absmax_all(pats, out)
+    want = (pats & np.uint32(0x7FFFFFFF)).reshape(64, 16).max(axis=1)
+    assert np.array_equal(out, want)
+    assert out[0] == 0 and out[1] == 0x7F800000 and out[2] > 0x7F800000
