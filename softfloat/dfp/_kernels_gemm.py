@@ -324,14 +324,14 @@ def _flush_row(L, F, jw, ea_i, eb_row, j0, out_row):
 
 
 @njit(cache=True)
-def _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c0, c1, ea, eb, out):
+def _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c0, c1, ea, eb, want, out):
     """Chains c0..c1-1 of ONE pair each (chain_len <= 2), for rows i0.. and lanes j0..: per
     chain L = a0*b0 + a1*b1 and its flush, fused (the int32 lane, its fill buffer and the
     separate flush pass of the general path cost more than the arithmetic here).  Identical to
     that path: the pair sum cannot leave int32 (|a0*b0 + a1*b1| <= 2 (2^15 - 1)^2 < 2^31, see
     the module doc), so the lane starting at 0 holds it exactly in both overflow modes and no
     event can happen; the flush is _flush_row's arithmetic on the same value, chains in the
-    same order.  Returns (inexact conversions, max |L|)."""
+    same order.  Returns (inexact conversions, max |L|), counted only when ``want``."""
     inexact = 0
     mx = 0
     for c in range(c0, c1):
@@ -344,15 +344,23 @@ def _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c0, c1, ea, eb, ou
             a0 = np.int32(Ap16[i, 2 * kp])
             a1 = np.int32(Ap16[i, 2 * kp + 1])
             ea_i = ea[i, cba[c]]
-            for j in range(jw):
-                L = np.int32(np.int32(a0 * np.int32(b[2 * j]))
-                             + np.int32(a1 * np.int32(b[2 * j + 1])))
-                e = min(max(ea_i + Eb[j], -1022), 992)
-                z64 = np.float64(L) * np.int64((e + 1023) << 52).view(np.float64)
-                z = np.float32(z64)
-                inexact += np.int64(np.float64(z) != z64)
-                O[j] = np.float32(O[j] + z)
-                mx = max(mx, abs(np.int64(L)))
+            if want:
+                for j in range(jw):
+                    L = np.int32(np.int32(a0 * np.int32(b[2 * j]))
+                                 + np.int32(a1 * np.int32(b[2 * j + 1])))
+                    e = min(max(ea_i + Eb[j], -1022), 992)
+                    z64 = np.float64(L) * np.int64((e + 1023) << 52).view(np.float64)
+                    z = np.float32(z64)
+                    inexact += np.int64(np.float64(z) != z64)
+                    O[j] = np.float32(O[j] + z)
+                    mx = max(mx, abs(np.int64(L)))
+            else:
+                for j in range(jw):
+                    L = np.int32(np.int32(a0 * np.int32(b[2 * j]))
+                                 + np.int32(a1 * np.int32(b[2 * j + 1])))
+                    e = min(max(ea_i + Eb[j], -1022), 992)
+                    z = np.float32(np.float64(L) * np.int64((e + 1023) << 52).view(np.float64))
+                    O[j] = np.float32(O[j] + z)
     return inexact, mx
 
 
@@ -387,7 +395,7 @@ def _gemm_task(task, Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, z
             while c1 < nch and cps[c1 + 1] - cps[c1] == 1:
                 c1 += 1
             ix, m_ = _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c, c1, ea, eb,
-                                  out)
+                                  check, out)
             inexact += ix
             mx = max(mx, m_)
             c = c1
