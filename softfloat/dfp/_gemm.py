@@ -69,6 +69,7 @@ class _Plan(NamedTuple):
     cba: np.ndarray     # exponent block of A of chain c
     cbb: np.ndarray     # exponent block of B of chain c
     plain: bool         # idx is 0..K-1 (no pads): A's rows are already pair packed
+    pairs: bool         # every chain is one VNNI pair (chain_len <= 2 and even pieces)
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,7 +93,8 @@ def _plan(K, block_a, block_b, chain_len):
         cps.append(len(idx) // 2)
     return _Plan(tuple(chains), np.asarray(idx, dtype=np.int64), np.asarray(cps, dtype=np.int64),
                  np.asarray([c[2] for c in chains], dtype=np.int64),
-                 np.asarray([c[3] for c in chains], dtype=np.int64), len(idx) == K)
+                 np.asarray([c[3] for c in chains], dtype=np.int64), len(idx) == K,
+                 all(b - a == 1 for a, b in zip(cps[:-1], cps[1:])))
 
 
 def _pack(Am, Bm, plan, sa, sb, serial):
@@ -189,12 +191,19 @@ def _gemm2(Am, ea, Bm, eb, plan, overflow, want_stats, sa, sb):
     serial = m * n * Am.shape[1] <= KG.SERIAL_MAX
     Ap32, Ap16, Bp16 = _pack(np.ascontiguousarray(Am), np.ascontiguousarray(Bm), plan, sa, sb,
                              serial)
+    ea = np.ascontiguousarray(ea)
+    eb = np.ascontiguousarray(eb)
+    if plan.pairs:
+        # One VNNI pair per chain (the dfp16 policy's chain_len=2): no lane can overflow.
+        (KG.pairs_serial if serial else KG.pairs_kernel)(
+            Ap16, Bp16, plan.cps, plan.cba, plan.cbb, ea, eb, int(want_stats), out, stats)
+        return out, stats
     # The overflow test is needed for saturate (it decides which lanes to replay) and for
     # the event counts; a wrapped result never depends on it (arithmetic modulo 2^32).
     check = int(overflow == "saturate" or want_stats)
     (KG.gemm_serial if serial else KG.gemm_kernel)(
-        Ap32, Ap16, Bp16, plan.cps, plan.cba, plan.cbb, np.ascontiguousarray(ea),
-        np.ascontiguousarray(eb), OVERFLOW_MODES[overflow], check, np.int32(0), out, stats)
+        Ap32, Ap16, Bp16, plan.cps, plan.cba, plan.cbb, ea, eb, OVERFLOW_MODES[overflow],
+        check, np.int32(0), out, stats)
     return out, stats
 
 

@@ -434,6 +434,34 @@ def _gemm_task(task, Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, z
     stats[task, 3] = mx
 
 
+@njit(cache=True)
+def _pairs_task(task, Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """_gemm_task for a plan whose chains are all one pair: only the fused path is compiled,
+    a few times cheaper to compile than the general task (Numba builds it on first use)."""
+    n = out.shape[1]
+    njt = (n + JT - 1) // JT
+    i0 = (task // njt) * RB
+    j0 = (task % njt) * JT
+    ix, mx = _pair_chains(Ap16, Bp16, i0, min(RB, out.shape[0] - i0), j0, min(JT, n - j0), cps,
+                          cba, cbb, 0, cps.size - 1, ea, eb, want, out)
+    stats[task, 2] = ix
+    stats[task, 3] = mx
+
+
+@njit(parallel=True, cache=True)
+def pairs_kernel(Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """gemm_kernel for one-pair chains (stats zero on entry; events are impossible)."""
+    for task in prange(stats.shape[0]):
+        _pairs_task(np.int64(task), Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats)
+
+
+@njit(cache=True)
+def pairs_serial(Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """pairs_kernel on the calling thread."""
+    for task in range(stats.shape[0]):
+        _pairs_task(np.int64(task), Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats)
+
+
 @njit(parallel=True, cache=True)
 def gemm_kernel(Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, zero, out, stats):
     """out (m, n) float32, zero on entry; stats (ntask, NSTAT) int64 (see the module doc).

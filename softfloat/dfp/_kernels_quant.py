@@ -179,86 +179,191 @@ def _run_int(x, f0, n, es, k0, vec, mode, key, base, gidx, rbits, pmax, out):
     return sat, und
 
 
+# ----- walking a chunk run by run --------------------------------------------------------------
 @njit(cache=True)
-def _quantize_chunk(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax,
-                    use_float, out):
-    """Quantize x[lo:hi] (flat C order of an (outer, L, inner) tensor with blocks of N along L,
-    nb blocks; es / sc the (outer, nb, inner) exponents and scales 2^-E, flattened) into
-    out[lo:hi]; returns (saturated, underflowed)."""
-    mb = mode_bits(mode)
-    vec = inner > 1
-    # Position of element lo: slice o, column col along the shared axis (block b, cb inside
-    # it), t along the inner axes; then stepped run by run (divisions cost more than a run of
-    # a few dozen elements).
+def _run_start(lo, inner, L, N):
+    """The walk's state at element lo: [f, o, col, t, b, cb] = element, slice, column along the
+    shared axis, position along the inner axes, block, column inside the block."""
     o = lo // (L * inner)
     r = lo - o * L * inner
     col = r // inner
     t = r - col * inner
     b = col // N
-    cb = col - b * N
+    st = np.empty(6, dtype=np.int64)
+    st[0] = lo
+    st[1] = o
+    st[2] = col
+    st[3] = t
+    st[4] = b
+    st[5] = col - b * N
+    return st
+
+
+@njit(cache=True)
+def _next_run(st, hi, inner, L, N, nb):
+    """(f, n, k): the next run x[f:f + n] (n = 0: the chunk is done) and the exponent index k of
+    its first element; steps the state without divisions (they cost more than a run of a few
+    dozen elements).  Runs end at the end of a block (inner == 1) or of a row of the inner
+    axes (inner > 1), or at hi."""
+    f, o, col, t, b, cb = st[0], st[1], st[2], st[3], st[4], st[5]
+    if f >= hi:
+        return f, 0, 0
+    k = (o * nb + b) * inner + t
+    if inner > 1:
+        end = min(f + inner - t, hi)
+        step = 1                                     # one column per row of the inner axes
+    else:
+        end = min(f + min(N - cb, L - col), hi)
+        step = end - f
+    col += step
+    cb += step
+    if col == L:
+        col = 0
+        cb = 0
+        b = 0
+        o += 1
+    elif cb == N:
+        cb = 0
+        b += 1
+    st[0] = end
+    st[1] = o
+    st[2] = col
+    st[3] = 0
+    st[4] = b
+    st[5] = cb
+    return f, end - f, k
+
+
+# Three evaluators, each with its own chunk function and drivers, so that Numba compiles (on
+# first use) only the one a call needs: a training step in RNE never builds the stochastic or
+# the integer path.  The chunk functions share their signature:
+#   (x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out)
+# quantizing x[lo:hi] (flat C order of an (outer, L, inner) tensor with blocks of N along L,
+# nb blocks; es / sc the (outer, nb, inner) exponents and scales 2^-E, flattened) into out,
+# returning (saturated, underflowed).
+@njit(cache=True)
+def _chunk_float(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    mb = mode_bits(mode)
+    st = _run_start(lo, inner, L, N)
     sat = 0
     und = 0
-    f = lo
-    while f < hi:
-        k = (o * nb + b) * inner + t                 # exponent index of element f
-        if vec:
-            end = min(f + inner - t, hi)             # the end of this row of the inner axes
-        else:
-            end = min(f + min(N - cb, L - col), hi)  # the end of block b
-        step = 1 if vec else end - f                 # columns advanced by a whole run
-        t = 0
-        col += step
-        cb += step
-        if col == L:
-            col = 0
-            cb = 0
-            b = 0
-            o += 1
-        elif cb == N:
-            cb = 0
-            b += 1
-        n = end - f
-        if use_float and mode != SR:
-            a, u = _run_float(x, f, n, sc, k, vec, mb, pmax, out)
-        elif use_float:
-            a, u = _run_float_sr(x, f, n, sc, k, vec, key, base, gidx, rbits, pmax, out)
-        else:
-            a, u = _run_int(x, f, n, es, k, vec, mode, key, base, gidx, rbits, pmax, out)
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_float(x, f, n, sc, k, inner > 1, mb, pmax, out)
         sat += a
         und += u
-        f = end
-    return sat, und
 
 
+@njit(cache=True)
+def _chunk_float_sr(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax,
+                    out):
+    st = _run_start(lo, inner, L, N)
+    sat = 0
+    und = 0
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_float_sr(x, f, n, sc, k, inner > 1, key, base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+
+
+@njit(cache=True)
+def _chunk_int(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    st = _run_start(lo, inner, L, N)
+    sat = 0
+    und = 0
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_int(x, f, n, es, k, inner > 1, mode, key, base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+
+
+# Drivers: parallel ones fill counts[c] = (saturated, underflowed) per chunk; the serial twins
+# run the same chunks in the same order on the calling thread and return the totals.
 @njit(parallel=True, cache=True)
-def quantize_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, use_float,
-                    out, counts):
-    """out = x quantized, chunk by chunk in parallel; counts[c] = (saturated, underflowed)."""
+def float_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
     n = x.size
     for c in prange((n + CHUNK - 1) // CHUNK):
         ci = np.int64(c)   # one signature for the callees (prange's index is typed twice)
         lo = ci * CHUNK
-        s, u = _quantize_chunk(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key,
-                               base, gidx, rbits, pmax, use_float, out)
-        counts[ci, 0] = s
-        counts[ci, 1] = u
+        counts[ci, 0], counts[ci, 1] = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
+                                                    es, sc, mode, key, base, gidx, rbits, pmax,
+                                                    out)
 
 
 @njit(cache=True)
-def quantize_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, use_float,
-                    out):
-    """quantize_kernel on the calling thread (the same chunks, the same bits); returns the
-    totals (saturated, underflowed)."""
+def float_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
     n = x.size
     sat = 0
     und = 0
-    for c in range((n + CHUNK - 1) // CHUNK):
-        lo = np.int64(c) * CHUNK
-        s, u = _quantize_chunk(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key,
-                               base, gidx, rbits, pmax, use_float, out)
-        sat += s
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
+                            gidx, rbits, pmax, out)
+        sat += a
         und += u
     return sat, und
+
+
+@njit(parallel=True, cache=True)
+def float_sr_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out,
+                    counts):
+    n = x.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0], counts[ci, 1] = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N,
+                                                       nb, es, sc, mode, key, base, gidx, rbits,
+                                                       pmax, out)
+
+
+@njit(cache=True)
+def float_sr_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    n = x.size
+    sat = 0
+    und = 0
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key,
+                               base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+    return sat, und
+
+
+@njit(parallel=True, cache=True)
+def int_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
+    n = x.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0], counts[ci, 1] = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
+                                                  es, sc, mode, key, base, gidx, rbits, pmax,
+                                                  out)
+
+
+@njit(cache=True)
+def int_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    n = x.size
+    sat = 0
+    und = 0
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
+                          gidx, rbits, pmax, out)
+        sat += a
+        und += u
+    return sat, und
+
+
+#: (parallel driver, serial twin) of each evaluator
+EVALUATORS = {"float": (float_kernel, float_serial), "float_sr": (float_sr_kernel,
+                                                                  float_sr_serial),
+              "int": (int_kernel, int_serial)}
 
 
 # ----- down-conversion shifts ------------------------------------------------------------------

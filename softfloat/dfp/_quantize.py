@@ -119,16 +119,21 @@ def quantize_blocks(flat, geometry, es, mode, key, rbits, pmax, out, *, base=0, 
     if n == 0:
         return 0, 0
     es = es.reshape(-1)
-    use_float = flat.dtype == np.float32 and (mode != Mode.SR or rbits <= KQ.FLOAT_SR_MAX_BITS)
+    if flat.dtype == np.float32 and mode != Mode.SR:
+        kind = "float"
+    elif flat.dtype == np.float32 and rbits <= KQ.FLOAT_SR_MAX_BITS:
+        kind = "float_sr"
+    else:
+        kind = "int"
     # 2^-E in float64, exact: float32 data have E in [-149 - 14, 127 - 6 + 1]
-    sc = np.ldexp(1.0, -es) if use_float else es.astype(np.float64)
-    args = (flat, inner, L, N, nb, es, sc, int(mode), key, base, gidx, rbits, pmax, use_float,
-            out)
+    sc = es.astype(np.float64) if kind == "int" else np.ldexp(1.0, -es)
+    kernel, serial = KQ.EVALUATORS[kind]
+    args = (flat, inner, L, N, nb, es, sc, int(mode), key, base, gidx, rbits, pmax, out)
     if n <= KQ.SERIAL_MAX:
-        sat, und = KQ.quantize_serial(*args)
+        sat, und = serial(*args)
         return int(sat), int(und)
     counts = np.empty((KQ.n_chunks(n), 2), dtype=np.int64)
-    KQ.quantize_kernel(*args, counts)
+    kernel(*args, counts)
     return int(counts[:, 0].sum()), int(counts[:, 1].sum())
 
 
