@@ -97,18 +97,31 @@ def _plan(K, block_a, block_b, chain_len):
                  all(b - a == 1 for a, b in zip(cps[:-1], cps[1:])))
 
 
-def _pack(Am, Bm, plan, sa, sb, serial):
-    """Pair-packed operands: every chain padded with a zero to an even number of products,
-    inputs shifted right by (sa, sb).  A C-contiguous A that needs neither pads nor a shift is
-    its own packing (its int16 pairs are the dwords VNNI reads)."""
-    m, n = Am.shape[0], Bm.shape[1]
-    kq = plan.idx.size
-    A_pk = None if (plan.plain and sa == 0) else np.empty((m, kq), dtype=np.int16)
+def _pack(Am, Bm, plan, sa, sb):
+    """Pair-packed operands (numpy: a few copies, no kernel to compile): every chain padded
+    with a zero to an even number of products, inputs shifted right by (sa, sb) (>> on int16:
+    the arithmetic shift, floor).  Returns (Ap32, Ap16, Bp16): A (m, kq) as int16 and as its
+    int32 pairs, Bp16[t, 2j + h] = B[idx[2t + h], j].  A C-contiguous A that needs neither
+    pads nor a shift is its own packing (its int16 pairs are the dwords VNNI reads)."""
+    if plan.plain and sa == 0:
+        Ap16 = Am
+    elif plan.plain:
+        Ap16 = Am >> sa
+    else:
+        pad = plan.idx < 0
+        Ap16 = np.ascontiguousarray(Am[:, np.where(pad, 0, plan.idx)] >> sa)
+        Ap16[:, pad] = 0
+    if plan.plain:
+        Bs = Bm >> sb if sb else Bm
+    else:
+        pad = plan.idx < 0
+        Bs = Bm[np.where(pad, 0, plan.idx)] >> sb
+        Bs[pad] = 0
+    kq, n = plan.idx.size, Bm.shape[1]
     Bp16 = np.empty((kq // 2, 2 * n), dtype=np.int16)
-    (KG.pack_serial if serial else KG.pack_kernel)(Am, Bm, plan.idx, sa, sb, A_pk, Bp16)
-    if A_pk is None:
-        A_pk = Am
-    return A_pk.view(np.int32), A_pk, Bp16
+    Bp16[:, 0::2] = Bs[0::2]                        # two strided copies: 3x faster than a
+    Bp16[:, 1::2] = Bs[1::2]                        # transpose with an inner axis of 2
+    return Ap16.view(np.int32), Ap16, Bp16
 
 
 def gemm(A, B, *, chain_len=None, overflow="wrap", input_shift=0, return_stats=False):
@@ -189,8 +202,7 @@ def _gemm2(Am, ea, Bm, eb, plan, overflow, want_stats, sa, sb):
         ea = ea + sa
         eb = eb + sb
     serial = m * n * Am.shape[1] <= KG.SERIAL_MAX
-    Ap32, Ap16, Bp16 = _pack(np.ascontiguousarray(Am), np.ascontiguousarray(Bm), plan, sa, sb,
-                             serial)
+    Ap32, Ap16, Bp16 = _pack(np.ascontiguousarray(Am), Bm, plan, sa, sb)
     ea = np.ascontiguousarray(ea)
     eb = np.ascontiguousarray(eb)
     if plan.pairs:

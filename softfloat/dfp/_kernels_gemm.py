@@ -249,44 +249,6 @@ def _replay_row(Ap16, Bp16, i, j0, jw, p0, p1, saturate, acc, evc):
 
 
 @njit(cache=True)
-def _pack_a_row(Am, i, idx, sa, A_pk):
-    for q in range(idx.size):
-        k = idx[q]
-        A_pk[i, q] = (Am[i, k] >> sa) if k >= 0 else 0
-
-
-@njit(cache=True)
-def _pack_b_pair(Bm, t, idx, sb, Bp16):
-    k0 = idx[2 * t]
-    k1 = idx[2 * t + 1]
-    for j in range(Bm.shape[1]):
-        Bp16[t, 2 * j] = (Bm[k0, j] >> sb) if k0 >= 0 else 0
-        Bp16[t, 2 * j + 1] = (Bm[k1, j] >> sb) if k1 >= 0 else 0
-
-
-@njit(parallel=True, cache=True)
-def pack_kernel(Am, Bm, idx, sa, sb, A_pk, Bp16):
-    """A_pk[i, q] = A[i, idx[q]] >> sa and Bp16[t, 2j + h] = B[idx[2t + h], j] >> sb (0 where
-    idx < 0: the zero pad of an odd chain).  >> is numpy/LLVM's arithmetic shift: floor.
-    A_pk may be None: A is then used as it is (no pads, no shift)."""
-    if A_pk is not None:
-        for i in prange(Am.shape[0]):
-            _pack_a_row(Am, np.int64(i), idx, sa, A_pk)
-    for t in prange(idx.size // 2):
-        _pack_b_pair(Bm, np.int64(t), idx, sb, Bp16)
-
-
-@njit(cache=True)
-def pack_serial(Am, Bm, idx, sa, sb, A_pk, Bp16):
-    """pack_kernel on the calling thread."""
-    if A_pk is not None:
-        for i in range(Am.shape[0]):
-            _pack_a_row(Am, np.int64(i), idx, sa, A_pk)
-    for t in range(idx.size // 2):
-        _pack_b_pair(Bm, np.int64(t), idx, sb, Bp16)
-
-
-@njit(cache=True)
 def _count_flags(F, jw):
     n = 0
     for j in range(jw):

@@ -427,12 +427,6 @@ def absmax_kernel(xb, absmask, part):
 
 
 @njit(cache=True)
-def absmax_serial(xb, absmask):
-    """The max magnitude pattern of the whole (nonempty) xb on the calling thread."""
-    return _absmax_chunk(xb, 0, xb.size, absmask)
-
-
-@njit(cache=True)
 def _block_absmax_one(xb, ob, L, inner, N, nb, absmask, out):
     """out[ob * inner:(ob + 1) * inner] = max magnitude patterns of block ob = o * nb + b."""
     o = ob // nb
