@@ -384,10 +384,10 @@ def _dfp_gemm(a: np.ndarray, b: np.ndarray, policy, c) -> np.ndarray:
     one shared exponent per tensor, int16 products chained in int32 and flushed to fp32 by
     softfloat.dfp; a bias is then added in fp32 (non-GEMM work stays fp32 in that recipe)."""
     dfp = _dfp()
-    rounding = DFP_ROUNDINGS[policy.mode]
-    sr = policy.mode == _SR
-    qa = dfp.quantize(a, bits=16, rounding=rounding, seed=_next_seed(policy) if sr else None)
-    qb = dfp.quantize(b, bits=16, rounding=rounding, seed=_next_seed(policy) if sr else None)
+    mode = policy.mode                      # a softfloat.Mode: dfp rounds in the same vocabulary
+    sr = mode == _SR
+    qa = dfp.quantize(a, 16, mode, seed=_next_seed(policy) if sr else None)
+    qb = dfp.quantize(b, 16, mode, seed=_next_seed(policy) if sr else None)
     # Bounded int32 chains, the paper's overflow remedy: |i| <= 2^15 - 1, so one product is at
     # most (2^15 - 1)^2 = 2^30 - 2^16 + 1 and a chain of two (one VNNI int16 pair) at most
     # 2^31 - 2^17 + 2 < 2^31 - 1: no int32 lane can wrap, whatever the data.  Longer chains
