@@ -186,3 +186,26 @@ def test_plan_has_the_run_id_config_shape():
     assert variant_config(mlp, "master_noscale")[1]["precision"].get("loss_multiplier") is None
     with pytest.raises(ValueError, match="unknown configuration"):
         variant_config(mlp, "fp8")
+
+
+def test_mnist_studies_only_in_the_full_profile_and_only_when_present(tmp_path, monkeypatch):
+    from models.idx import write_idx
+    from models.trainer import Trainer
+
+    monkeypatch.setenv("MPEMU_MNIST_DIR", str(tmp_path))
+    assert not any(s["key"].startswith("mnist") for s in studies("full"))   # no files yet
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 40), ("t10k", 20)):
+        write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz",
+                  rng.integers(0, 256, (n, 28, 28), dtype=np.uint8))
+        write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz",
+                  rng.integers(0, 10, n, dtype=np.uint8))
+    full = {s["key"]: s for s in studies("full")}
+    assert {"mnist_mlp", "mnist_cnn"} <= set(full)
+    assert not any(s["key"].startswith("mnist") for s in studies("quick"))
+    cfg = variant_config(full["mnist_cnn"], "master_noscale")[1]
+    assert cfg["data"]["path"] == str(tmp_path)
+    cfg["budget"].update(steps=2, eval_every=2)
+    cfg["data"]["batch_size"] = 8
+    r = Trainer(cfg, progress=False).fit()
+    assert r["final"]["steps"] == 2 and r["final"]["failure"] is None

@@ -94,6 +94,11 @@ def _natural(fp32_runs):
         edges = [t.edges() for t in totals]
         out["kinds"][kind]["window_low"] = summary([e[0] for e in edges])
         out["kinds"][kind]["window_high"] = summary([e[1] for e in edges])
+        steps = sorted(merged.total(kind).series.items())
+        out["kinds"][kind]["over_training"] = {
+            "step": [st for st, _ in steps],
+            "to_zero": [r[1] / r[0] if r[0] else None for _, r in steps],
+            "below": [r[2] / r[0] if r[0] else None for _, r in steps]}
         ks, surv, over, zero = merged.total(kind).window()
         out["window"][kind] = {"log2_scale": ks.tolist(), "survive": surv.tolist(),
                                "overflow": over.tolist(), "to_zero": zero.tolist()}

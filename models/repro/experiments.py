@@ -81,12 +81,13 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None):
            "settings_notes": [
                (f"Every configuration runs with seeds {', '.join(map(str, seeds))} (initial "
                 "weights, batch order and, for the digits, the train/test split); tables show "
-                "the mean +- the sample standard deviation over the seeds, and the findings' "
+                "the mean ± the sample standard deviation over the seeds, and the findings' "
                 "rules are applied to the means."),
                ("fp16 runs use host-BLAS fp32 accumulation unless a Tensor Core model is named; "
                 "losses are fp32 where the policy says so (O2, bf16)."),
                ("Final train loss: mean over the last 10% of steps; eval: the held-out split "
-                "(25% of the data; the first 8 batches in the quick profile); \"share of fp32's "
+                "(25% of the data; the language models: the first batches of their held-out "
+                "text, see each study's settings); \"share of fp32's "
                 "improvement\": (L0 - L) / (L0 - L_fp32) on the held-out loss, against the fp32 "
                 "run of the same seed.")]}
     write_results_json(out_dir, res)

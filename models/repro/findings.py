@@ -299,11 +299,22 @@ def findings(models):
 
 
 def needs_device(found):
-    """Titles of the findings shown only with the amplification device (none at natural
-    scale)."""
-    nat = {f["claim"]: f["reproduced"] for f in found if f["evidence"] == "natural"}
-    out = []
+    """Plain statements of what needs the amplification device: one per study in which loss
+    scaling is shown to cure underflow only under the device (at natural scale the study's
+    unscaled fp16 run already matches fp32, or nothing underflows)."""
     dev = next((f for f in found if f["claim"] == "underflow_device"), None)
-    if dev and dev["reproduced"] and not nat.get("underflow_natural"):
-        out.append(dev["title"])
+    nat = next((f for f in found if f["claim"] == "underflow_natural"), None)
+    if dev is None:
+        return []
+    natn = nat["numbers"] if nat else {}
+    out = []
+    for key, d in dev["numbers"].items():
+        if not d.get("shown") or natn.get(key, {}).get("shown"):
+            continue
+        n = natn.get(key, {})
+        out.append(f"{key}: the cure of underflow by loss scaling needs the device; at natural "
+                   f"scale {pct(n.get('weight_to_zero'), 2)} of the weight and "
+                   f"{pct(n.get('activation_to_zero'), 2)} of the activation gradients become "
+                   f"zero in fp16 and unscaled fp16 makes {pct(n.get('progress_noscale'))} of "
+                   "fp32's improvement")
     return out

@@ -133,9 +133,9 @@ def _findings(r):
     need = r.get("needs_device") or []
     lines += ["## Which findings need the amplification device", ""]
     if need:
-        lines += [f"- {t}" for t in need]
+        lines += [f"- {t}." for t in need]
     else:
-        lines += ["None of the findings shown here rests on the device alone."]
+        lines += ["No study needs the device to show the cure of underflow."]
     dev = next((f for f in r["findings"] if f["claim"] == "underflow_device"), None)
     nat = next((f for f in r["findings"] if f["claim"] == "underflow_natural"), None)
     if dev and nat:

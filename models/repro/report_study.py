@@ -45,6 +45,16 @@ def _natural(m):
                     "become subnormal", "become 0 (of all values)", "survive unscaled",
                     "paper"], rows) + [""]
     lines += ["Shares of the non-zero values unless marked \"of all\"."] + [""]
+    trend = []
+    for kind, k in nat["kinds"].items():
+        t = k.get("over_training")
+        if t and len(t["step"]) > 1 and t["below"][0] is not None:
+            trend.append(f"{KIND[kind]} below 2^-24: {fmt_num(t['below'][0], pct=True, digits=5)}"
+                         f" at step {t['step'][0]}, {fmt_num(t['below'][-1], pct=True, digits=5)}"
+                         f" at step {t['step'][-1]}")
+    if trend:
+        lines += ["Over training (seeds pooled; every sampled step is in results.json): "
+                  + "; ".join(trend) + ".", ""]
     lines += _fig(m, "hist", "Gradient exponents, natural scale")
     layer_rows = []
     for kind, rs in nat.get("layers", {}).items():

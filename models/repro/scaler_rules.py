@@ -66,13 +66,18 @@ def scaler_finding(models):
             prog = summary([progress_ratio(r["final"], ref_by_seed[r["seed"]]["final"],
                                            r["history"]["eval_loss"][0])
                             for r in cfg["seeds"] if r["seed"] in ref_by_seed])
+        natural = [i for i, sk in enumerate(h0["skipped"]) if sk and i not in m["spikes"]]
         parts.append(f"{cfg['label']}: {st['skipped_steps']['mean']:.1f} skipped on average; "
-                     f"seed 0: scale {fmt_scale(_at(h0, s0))} before the first overflow, "
-                     f"{fmt_scale(_at(h0, s0 + 1))} after it, {fmt_scale(_at(h0, s0 + 2))} "
-                     f"after the second, lowest {fmt_scale(lowest)}, final {fmt_scale(sc[-1])}"
+                     f"seed 0: scale {fmt_scale(_at(h0, s0))} before the first injected "
+                     f"overflow (step {s0}), {fmt_scale(_at(h0, s0 + 1))} after it, "
+                     f"{fmt_scale(_at(h0, s0 + 2))} after the second, lowest "
+                     f"{fmt_scale(lowest)}, final {fmt_scale(sc[-1])}"
+                     + (f", natural (not injected) overflows at steps "
+                        f"{', '.join(map(str, natural[:8]))}" if natural else "")
                      + (f"; {100 * prog['mean']:.1f}% ± {100 * prog['std']:.1f} of fp32's "
                         "improvement (MLP study's fp32)" if prog else ""))
         f["numbers"][key] = {"skipped": st["skipped_steps"]["mean"],
+                             "natural_overflow_steps_seed0": natural,
                              "min_scale_after_overflow_seed0": lowest,
                              "final_scale_seed0": float(sc[-1]),
                              "progress": None if prog is None else prog["mean"]}

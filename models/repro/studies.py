@@ -195,15 +195,18 @@ def _amp_note(k, sgd):
 
 def _add(out, q, key, title, description, base, *, variants, steps, eval_every, hist_every,
          gi=50, k=0, static_log2=12, amp=(), curve=None, own_variants=None, settings=(),
-         eval_batches=8):
+         eval_batches=8, full_eval_batches=None):
+    if q:
+        eval_every = steps  # the quick profile evaluates before and after training only
     base = _merge(base, {"budget": {"steps": steps, "eval_every": eval_every,
-                                    "eval_batches": eval_batches if q else None},
+                                    "eval_batches": eval_batches if q else full_eval_batches},
                          "instrument": {"histogram_every": hist_every}})
     sgd = base["optimizer"]["type"] == "sgd"
     notes = list(settings)
-    notes.append(f"{steps} steps, evaluation every {eval_every}, gradients sampled every "
-                 f"{hist_every} steps" if hist_every else f"{steps} steps, evaluation every "
-                 f"{eval_every}")
+    ev = eval_batches if q else full_eval_batches
+    notes.append(f"{steps} steps, evaluation every {eval_every}"
+                 + (f" on the first {ev} held-out batches" if ev else " on the held-out split")
+                 + (f", gradients sampled every {hist_every} steps" if hist_every else ""))
     if key == "scalers":
         notes.append(f"GradScaler and DeepSpeed start at 2^10 (below this MLP's natural "
                      f"overflow edge, about 2^17), growth interval {gi} steps; Backoff and "
@@ -237,7 +240,7 @@ def studies(profile):
     _add(out, q, "mlp", "MLP on handwritten digits",
          "scikit-learn's 1797 8x8 digits (75/25 split), MLP 64-64-64-10 with ReLU, SGD with "
          "momentum 0.9, learning rate 0.05, batch 32, cross-entropy (fp32 in O2).", mlp_base,
-         variants=NATURAL_MAIN, steps=150 if q else 1000, eval_every=50 if q else 100,
+         variants=NATURAL_MAIN, steps=150 if q else 600, eval_every=50 if q else 200,
          hist_every=25 if q else 100, k=17, amp=AMP_BASE)
 
     master_base = {"model": {"type": "mlp", "hidden": [64, 64]},
@@ -249,12 +252,12 @@ def studies(profile):
          "of every weight larger than 2^11 * 3e-5 = 0.06 in magnitude (most of them: the "
          "initial weights are uniform in +-1/8 and +-1/sqrt(fan_in)), so an fp16 weight updated "
          "directly rounds back to itself (Micikevicius et al., Sec. 3.1).", master_base,
-         variants=("fp32", "nomaster", "nomaster_sr", "master"), steps=300 if q else 2000,
-         eval_every=100 if q else 250, hist_every=50 if q else 200,
+         variants=("fp32", "nomaster", "nomaster_sr", "master"), steps=300 if q else 1500,
+         eval_every=100 if q else 500, hist_every=50 if q else 150,
          settings=["Adam, learning rate 3e-5, so that |update| < 2^-11 |w| for most weights; "
                    "no loss multiplier, no loss scaling (none is needed here)"])
 
-    spikes = [60, 61, 150] if q else [300, 301, 800]
+    spikes = [60, 61, 150] if q else [200, 201, 450]
     _add(out, q, "scalers", "Loss scalers under injected overflows (MLP on digits)",
          "The MLP study's fp16 + master configuration, at natural scale, with the same gradient "
          "overflows injected into every run (one gradient element set to +Inf after backward "
@@ -263,7 +266,7 @@ def studies(profile):
          "absorbs the first of a run of overflows, and OpenSeq2Seq's LogMax, fed x = 2^16 by a "
          "single overflow, pins its scale at the minimum for thousands of steps.", mlp_base,
          variants=("spk_dynamic", "spk_deepspeed", "spk_backoff", "spk_lognormal",
-                   "spk_lognormal16"), steps=200 if q else 1000, eval_every=100,
+                   "spk_lognormal16"), steps=200 if q else 600, eval_every=200,
          hist_every=0, settings=[f"overflows injected at steps {', '.join(map(str, spikes))}"])
     out[-1]["spikes"] = spikes
 
@@ -276,7 +279,7 @@ def studies(profile):
          "under O2.", cnn_base,
          variants=(("fp32", "o3") + win + ("dynamic", "bf16", "dfp16", "tc_v100", "tc_fp16acc")
                    if q else NATURAL_MAIN),
-         steps=80 if q else 400, eval_every=40 if q else 100, hist_every=20 if q else 50,
+         steps=80 if q else 300, eval_every=40 if q else 100, hist_every=20 if q else 50,
          gi=20, k=17, amp=AMP_BASE)
 
     lm_data = {"name": "python_text", "seq_len": 16 if q else 32, "batch_size": 16,
@@ -287,7 +290,7 @@ def studies(profile):
                f"tokens, sequences of {lm_data['seq_len']} characters.")
     lstm_base = {"model": {"type": "lstm", "embed": 16, "hidden": 48}, "data": lm_data,
                  "optimizer": {"type": "adam", "lr": 3e-3}}
-    lm_variants = ("fp32", "o3") + win + ("dynamic", "bf16", "dfp16")
+    lm_variants = (("fp32",) if q else ("fp32", "o3")) + win + ("dynamic", "bf16", "dfp16")
     _add(out, q, "lstm", "Character LSTM language model on Python's own documentation",
          "Text assembled from the standard library's LICENSE.txt, the Zen of Python and module "
          "docstrings (first 200,000 characters, 96 symbols); embedding 16, LSTM 48, Adam 3e-3, "
@@ -295,8 +298,9 @@ def studies(profile):
          f"({16 * lm_data['seq_len']} tokens per batch); metric: bits per character (lower is "
          "better).", lstm_base,
          variants=lm_variants if q else lm_variants + ("deepspeed", "tc_v100"),
-         steps=24 if q else 300, eval_every=12 if q else 100, hist_every=8 if q else 50,
-         gi=8, k=13, amp=("fp32", "master_noscale", "dynamic"),
+         steps=24 if q else 120, eval_every=12 if q else 60, hist_every=8 if q else 20,
+         gi=8, k=13, eval_batches=2, full_eval_batches=8,
+         amp=("fp32", "master_noscale", "dynamic"),
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens}, settings=[lm_note])
 
     tf_base = {"model": {"type": "transformer", "d_model": 32, "heads": 2, "layers": 1,
@@ -308,8 +312,9 @@ def studies(profile):
          "(it is on the fp32 list only in O1).", tf_base,
          variants=(lm_variants + ("lognormal", "tc_v100") if q
                    else lm_variants + ("deepspeed", "lognormal", "tc_ideal", "tc_v100")),
-         steps=40 if q else 300, eval_every=20 if q else 100, hist_every=10 if q else 50,
-         gi=10, k=14, amp=("fp32", "master_noscale", "dynamic"),
+         steps=40 if q else 150, eval_every=20 if q else 75, hist_every=10 if q else 25,
+         gi=10, k=14, eval_batches=2, full_eval_batches=8,
+         amp=("fp32", "master_noscale", "dynamic"),
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens}, settings=[lm_note])
 
     tok_seq = 64 if q else 128
@@ -321,8 +326,9 @@ def studies(profile):
          "tokens gives every logit a gradient (p - y) / N, so the activation gradients shrink "
          "as 1/N while the weight gradients (sums over the tokens of activation x gradient) do "
          "not.", _merge(tf_base, {"data": tok_data}),
-         variants=("fp32", "master_noscale", "dynamic"), steps=20 if q else 150,
-         eval_every=20 if q else 50, hist_every=5 if q else 25, gi=5, eval_batches=2,
+         variants=("fp32", "master_noscale", "dynamic"), steps=20 if q else 60,
+         eval_every=20 if q else 30, hist_every=5 if q else 10, gi=5, eval_batches=2,
+         full_eval_batches=4,
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens})
 
     depths = (2, 4, 8, 12)
@@ -339,8 +345,8 @@ def studies(profile):
          "1/sqrt(6), so the first layers' gradients are 2^-18 or so smaller than the last "
          "layer's; Adam normalises the step size, so fp32 still trains.  Depth curve: fp32 runs "
          f"with {', '.join(map(str, depths))} and 16 hidden layers.", deep_base,
-         variants=(("fp32", "o3") + win + ("dynamic", "bf16", "dfp16")
-                   + tuple(own)), steps=150 if q else 800, eval_every=50 if q else 100,
+         variants=((("fp32",) if q else ("fp32", "o3")) + win + ("dynamic", "bf16", "dfp16")
+                   + tuple(own)), steps=150 if q else 500, eval_every=50 if q else 100,
          hist_every=25 if q else 50, gi=25, own_variants=own,
          curve={"kind": "depth", "variants": list(own) + ["fp32"],
                 "depths": list(depths) + [16]})
