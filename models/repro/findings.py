@@ -78,10 +78,18 @@ def _underflow_natural(models):
                                   "progress_noscale": ns["mean"],
                                   "progress_best_scaled": None if best is None else best["mean"],
                                   "shown": ok}
+        where = []
+        for kind, rows in m["natural"].get("layers", {}).items():
+            if rows:
+                i = max(range(len(rows)), key=lambda j: rows[j]["to_zero"]["mean"])
+                pos = "first" if i == 0 else ("last" if i == len(rows) - 1 else "a middle")
+                where.append(f"{kind.split('_')[0]} gradients of {rows[i]['layer']} ({pos} "
+                             f"layer) {pm(rows[i]['to_zero'], digits=2)}")
         parts.append(
             f"**{m['title']}**: {pm(wg['to_zero'], digits=2)} of the non-zero weight gradients "
             f"and {pm(ag.get('to_zero'), digits=2)} of the activation gradients become zero in "
-            f"fp16 ({pm(wg['below'], digits=2)} / {pm(ag.get('below'), digits=2)} below 2^-24); "
+            f"fp16 ({pm(wg['below'], digits=2)} / {pm(ag.get('below'), digits=2)} below 2^-24"
+            + (f"; most in one layer: {', '.join(where)}" if where else "") + "); "
             f"unscaled fp16 made {pm(ns)} of fp32's improvement"
             + (f", the best scaled run ({c[best_key]['label']}) {pm(best)}"
                + _spread_note(best, ns, "difference") if best else "")

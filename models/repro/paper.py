@@ -23,6 +23,10 @@ PAPER_ROWS = {
     "master_noscale": "Table 2 [S]: Multibox SSD diverges without scaling; Faster R-CNN 68.6 vs "
                       "69.1 fp32 (VOC07 mAP)",
     "static": "Table 2 [S]: SSD 77.1 with scale 8 vs 76.9 fp32; bigLSTM matches fp32 with 128",
+    "static_3": "Fig. 3 [S][G]: a scale of 8 is enough to match fp32 (SSD)",
+    "static_8": "paper: constant scales from 8 to 32K; bigLSTM [S] matches fp32 with 128",
+    "static_15": "Fig. 3 [S][G]: 32K recovers all but 0.1% of SSD's values without overflow",
+    "static_24": "above the paper's largest scale (32K)",
     "dynamic": "not in the paper (PyTorch GradScaler rule); paper used constants 8..32K",
     "deepspeed": "not in the paper (DeepSpeed rule, hysteresis 2)",
     "lognormal": "not in the paper (OpenSeq2Seq LogMax rule)",

@@ -298,7 +298,7 @@ def studies(profile):
          f"({16 * lm_data['seq_len']} tokens per batch); metric: bits per character (lower is "
          "better).", lstm_base,
          variants=lm_variants if q else lm_variants + ("deepspeed", "tc_v100"),
-         steps=24 if q else 120, eval_every=12 if q else 60, hist_every=8 if q else 20,
+         steps=24 if q else 80, eval_every=12 if q else 40, hist_every=8 if q else 16,
          gi=8, k=13, eval_batches=2, full_eval_batches=8,
          amp=("fp32", "master_noscale", "dynamic"),
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens}, settings=[lm_note])
@@ -312,7 +312,7 @@ def studies(profile):
          "(it is on the fp32 list only in O1).", tf_base,
          variants=(lm_variants + ("lognormal", "tc_v100") if q
                    else lm_variants + ("deepspeed", "lognormal", "tc_ideal", "tc_v100")),
-         steps=40 if q else 150, eval_every=20 if q else 75, hist_every=10 if q else 25,
+         steps=40 if q else 120, eval_every=20 if q else 60, hist_every=10 if q else 20,
          gi=10, k=14, eval_batches=2, full_eval_batches=8,
          amp=("fp32", "master_noscale", "dynamic"),
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens}, settings=[lm_note])
@@ -326,8 +326,8 @@ def studies(profile):
          "tokens gives every logit a gradient (p - y) / N, so the activation gradients shrink "
          "as 1/N while the weight gradients (sums over the tokens of activation x gradient) do "
          "not.", _merge(tf_base, {"data": tok_data}),
-         variants=("fp32", "master_noscale", "dynamic"), steps=20 if q else 60,
-         eval_every=20 if q else 30, hist_every=5 if q else 10, gi=5, eval_batches=2,
+         variants=("fp32", "master_noscale", "dynamic"), steps=20 if q else 40,
+         eval_every=20 if q else 20, hist_every=5 if q else 10, gi=5, eval_batches=2,
          full_eval_batches=4,
          curve={"kind": "tokens", "variant": "fp32", "tokens": tokens})
 
