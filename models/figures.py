@@ -268,41 +268,51 @@ def plot_band_histograms(panels, path, *, title, bands):
 
 
 def plot_scale_window(windows, path, *, title, runs=(), settled=None):
-    """The loss-scale window: for each gradient kind, the share of fp32's non-zero values that
-    survive an fp16 cast after scaling by 2^k (solid) and the share that overflows (dashed),
-    against k; optional markers: static-scale runs (k, share of fp32's improvement) and the
-    log2 scale where a dynamic scaler settled.
+    """The loss-scale window.  Top: for each gradient kind, the share of fp32's non-zero values
+    that an fp16 cast after scaling by 2^k sends to zero (solid) or to infinity (dashed),
+    against k, on a log axis, with the paper's 0.1% line; bottom: the static-scale runs' share
+    of fp32's improvement.  A dotted line marks where a dynamic scaler settled.
 
-    windows: {label: {"log2_scale", "survive", "overflow"}}; runs: [(k, progress, skipped)].
+    windows: {label: {"log2_scale", "to_zero", "overflow"}}; runs: [(k, progress, skipped)].
     """
     plt = _pyplot()
     import matplotlib as mpl
 
+    floor = 1e-4   # shares below 10^-4 % are drawn on the axis floor (log axis)
     with mpl.rc_context(_rc()):
-        fig, ax = plt.subplots(figsize=(8.5, 4.4))
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8.5, 6.2), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
         for i, (label, w) in enumerate(windows.items()):
             color = _COLORS[i % len(_COLORS)]
-            ax.plot(w["log2_scale"], 100 * np.asarray(w["survive"]), "-", color=color, lw=1.6,
-                    marker="o", ms=3, label=f"{label}: survive the cast")
-            ax.plot(w["log2_scale"], 100 * np.asarray(w["overflow"]), "--", color=color,
-                    lw=1.4, label=f"{label}: overflow")
+            ks = w["log2_scale"]
+            ax.plot(ks, np.maximum(100 * np.asarray(w["to_zero"]), floor), "-", color=color,
+                    lw=1.6, marker="o", ms=3, label=f"{label}: become 0 (underflow)")
+            ax.plot(ks, np.maximum(100 * np.asarray(w["overflow"]), floor), "--", color=color,
+                    lw=1.4, marker="^", ms=3, label=f"{label}: become inf (overflow)")
+        ax.axhline(0.1, color="#7F7F7F", lw=1, ls="-.", label="0.1% (paper: 32K recovers all "
+                                                              "but 0.1%)")
+        ax.set_yscale("log")
+        ax.set_ylim(floor * 0.7, 150)
+        ax.set_ylabel("% of fp32's non-zero values lost")
+        ax.set_title(title)
         if runs:
             ks = [r[0] for r in runs]
             prog = [100 * r[1] if r[1] is not None and math.isfinite(r[1]) else np.nan
                     for r in runs]
-            ax.plot(ks, prog, "s", color="#000000", ms=7, mfc="none", mew=1.5,
-                    label="static-scale run: % of fp32's improvement")
+            ax2.plot(ks, prog, "s-", color="#000000", ms=6, mfc="none", mew=1.5, lw=0.8,
+                     label="static-scale run")
             for k, _, sk in runs:
                 if sk:
-                    ax.annotate(f"{sk:.0f} skipped", (k, 2), fontsize=7, ha="center")
-        if settled is not None and math.isfinite(settled):
-            ax.axvline(settled, color="#CC79A7", lw=2, ls=":",
-                       label=f"GradScaler settles at 2^{settled:.1f}")
-        ax.set_xlabel("log2(loss scale)")
-        ax.set_ylabel("% of fp32's non-zero gradient values")
-        ax.set_ylim(-3, 105)
-        ax.set_title(title)
-        ax.legend(loc="center left", fontsize=7)
+                    ax2.annotate(f"{sk:.0f} skipped", (k, 5), fontsize=7, ha="center")
+            ax2.legend(loc="lower left", fontsize=7)
+        for a in (ax, ax2):
+            if settled is not None and math.isfinite(settled):
+                a.axvline(settled, color="#CC79A7", lw=2, ls=":",
+                          label=f"GradScaler settles at 2^{settled:.1f}" if a is ax else None)
+        ax.legend(loc="upper left", fontsize=7)
+        ax2.set_ylim(-5, 115)
+        ax2.set_ylabel("% of fp32's\nimprovement")
+        ax2.set_xlabel("log2(loss scale)")
         fig.tight_layout()
         return _save(fig, path)
 
@@ -349,7 +359,9 @@ def plot_update_ratios(exp_min, counts, path, *, title, threshold_log2=-11, text
                label=f"|update| < 2^{threshold_log2} |w|: lost if added to an fp16 weight")
         ax.bar(exps[~below], 100 * counts[~below] / total, width=0.85, color="#0072B2",
                label="larger updates")
-        ax.axvline(threshold_log2 - 0.5 + 1, color="#000000", ls="--", lw=1.2)
+        # bin e is drawn at x = e and holds [2^e, 2^(e+1)): the threshold 2^t lies between the
+        # bars of e = t - 1 and e = t
+        ax.axvline(threshold_log2 - 0.5, color="#000000", ls="--", lw=1.2)
         ax.set_xlabel("log2(|update| / |w|) (bin e holds 2^e <= ratio < 2^(e+1))")
         ax.set_ylabel("% of updates")
         ax.set_title(title)
