@@ -38,6 +38,12 @@ def pm(s, percent=True, digits=1):
     return f"{s['mean']:.{digits}f} ± {s['std']:.{digits}f}"
 
 
+def _new(claim, title, paper, rule, *, text, evidence="natural"):
+    """A finding not tested yet (``text`` says why), to be filled by its judge."""
+    return {"claim": claim, "title": title, "paper": paper, "reproduced": None,
+            "evidence": evidence, "text": text, "numbers": {}, "rule": rule}
+
+
 def _cfgs(study):
     return {c["key"]: c for c in study["configs"]}
 
@@ -47,16 +53,16 @@ def _spread_note(a, b, what):
 
 
 def _underflow_natural(models):
-    f = {"claim": "underflow_natural", "title": "Gradients underflow in fp16 at natural scale",
-         "paper": PAPER_CLAIMS["underflow"], "reproduced": None, "evidence": "natural",
-         "text": "no study had both an fp32 run and an unscaled fp16 run.", "numbers": {},
-         "rule": ("Rule (per study, on means over seeds): shown when more than 1% of the non-zero "
-                  "weight or activation gradients of the fp32 run become zero in fp16, the "
-                  "unscaled fp16 + master run makes less than 90% of fp32's held-out loss "
-                  "improvement and the best scaled run (dynamic, DeepSpeed, LogNormal or a static "
-                  "scale 2^3..2^15) at least 5 points more, outside the seed spread; shown "
-                  "overall when shown in at least one study (the paper: many networks need no "
-                  "scaling, some do).")}
+    f = _new("underflow_natural", "Gradients underflow in fp16 at natural scale",
+             PAPER_CLAIMS["underflow"],
+             ("Rule (per study, on means over seeds): shown when more than 1% of the non-zero "
+              "weight or activation gradients of the fp32 run become zero in fp16, the "
+              "unscaled fp16 + master run makes less than 90% of fp32's held-out loss "
+              "improvement and the best scaled run (dynamic, DeepSpeed, LogNormal or a static "
+              "scale 2^3..2^15) at least 5 points more, outside the seed spread; shown "
+              "overall when shown in at least one study (the paper: many networks need no "
+              "scaling, some do)."),
+             text="no study had both an fp32 run and an unscaled fp16 run.")
     parts, shown = [], []
     for m in models:
         c, nat = _cfgs(m), m.get("natural", {}).get("kinds", {})
@@ -101,14 +107,13 @@ def _underflow_natural(models):
 
 
 def _underflow_device(models):
-    f = {"claim": "underflow_device",
-         "title": "Loss scaling cures underflow made by the amplification device",
-         "paper": PAPER_CLAIMS["underflow"], "reproduced": None, "evidence": "device",
-         "text": "no study ran the amplification device.", "numbers": {},
-         "rule": ("Rule (per study, on means): shown when the device's unscaled fp16 run makes "
-                  "less than 90% of fp32's improvement and its best scaled run at least 5 points "
-                  "more, outside the seed spread; shown overall in at least half of the studies "
-                  "that ran the device.")}
+    f = _new("underflow_device", "Loss scaling cures underflow made by the amplification device",
+             PAPER_CLAIMS["underflow"],
+             ("Rule (per study, on means): shown when the device's unscaled fp16 run makes "
+              "less than 90% of fp32's improvement and its best scaled run at least 5 points "
+              "more, outside the seed spread; shown overall in at least half of the studies "
+              "that ran the device."),
+             text="no study ran the amplification device.", evidence="device")
     parts, verdicts = [], []
     for m in models:
         c = _cfgs(m)
@@ -147,17 +152,17 @@ def _matches(p, ref):
 
 
 def _window(models):
-    f = {"claim": "window", "title": "The loss-scale window between underflow and overflow",
-         "paper": PAPER_CLAIMS["window"], "reproduced": None, "evidence": "natural",
-         "text": "no study ran the static-scale window.", "numbers": {},
-         "rule": ("Rule (on means): shown when, in every study with window runs, some static "
-                  "scale at or below the measured overflow edge (the largest scale at which no "
-                  "non-zero fp32 gradient overflows fp16) matches fp32 (more than 90% of its "
-                  "improvement, or within the seed spread) and every static scale above the "
-                  "edge skips steps.  Reported beside it, as in the paper's Fig. 3: the "
-                  "smallest static scale that matches fp32 (\"a scale of 8 is enough\") and "
-                  "the smallest scale at which 99.9% of the non-zero values survive (\"32K "
-                  "recovers all but 0.1%\").")}
+    f = _new("window", "The loss-scale window between underflow and overflow",
+             PAPER_CLAIMS["window"],
+             ("Rule (on means): shown when, in every study with window runs, some static "
+              "scale at or below the measured overflow edge (the largest scale at which no "
+              "non-zero fp32 gradient overflows fp16) matches fp32 (more than 90% of its "
+              "improvement, or within the seed spread) and every static scale above the "
+              "edge skips steps.  Reported beside it, as in the paper's Fig. 3: the "
+              "smallest static scale that matches fp32 (\"a scale of 8 is enough\") and "
+              "the smallest scale at which 99.9% of the non-zero values survive (\"32K "
+              "recovers all but 0.1%\")."),
+             text="no study ran the static-scale window.")
     parts, ok_all = [], []
     for m in models:
         c, nat = _cfgs(m), m.get("natural", {}).get("kinds", {})
@@ -203,12 +208,12 @@ def _log2_of(key):
 
 
 def _master(models):
-    f = {"claim": "master_weights", "title": "Updates are lost without fp32 master weights",
-         "paper": PAPER_CLAIMS["master_weights"], "reproduced": None, "evidence": "natural",
-         "text": "the master-weights study was not run.", "numbers": {},
-         "rule": ("Rule (on means): shown when more than 30% of updates are lost without "
-                  "masters, the no-master run makes less than 75% of fp32's improvement and the "
-                  "master run more than 90%.")}
+    f = _new("master_weights", "Updates are lost without fp32 master weights",
+             PAPER_CLAIMS["master_weights"],
+             ("Rule (on means): shown when more than 30% of updates are lost without "
+              "masters, the no-master run makes less than 75% of fp32's improvement and the "
+              "master run more than 90%."),
+             text="the master-weights study was not run.")
     m = next((m for m in models if m["key"] == "master"), None)
     c = _cfgs(m) if m else {}
     if not {"fp32", "nomaster", "master"} <= set(c):
@@ -239,13 +244,12 @@ def _master(models):
 
 
 def _alternatives(models):
-    f = {"claim": "alternatives", "title": "bf16, DFP-16 and fp32-accumulating Tensor Cores "
-         "match fp32; fp16 accumulation may not",
-         "paper": ("Table 1 [T]: fp16 with fp32 accumulation matches fp32; " + DAS_CLAIM),
-         "reproduced": None, "evidence": "natural", "text": "no alternative formats were run.",
-         "numbers": {}, "rule": ("Rule (on means): shown when every bf16, DFP-16 and "
-                                 "fp32-accumulation run reaches more than 90% of fp32's "
-                                 "held-out loss improvement.")}
+    f = _new("alternatives", "bf16, DFP-16 and fp32-accumulating Tensor Cores match fp32; fp16 "
+             "accumulation may not",
+             "Table 1 [T]: fp16 with fp32 accumulation matches fp32; " + DAS_CLAIM,
+             "Rule (on means): shown when every bf16, DFP-16 and fp32-accumulation run reaches "
+             "more than 90% of fp32's held-out loss improvement.",
+             text="no alternative formats were run.")
     rows, ok = [], []
     for m in models:
         c = _cfgs(m)
@@ -265,12 +269,11 @@ def _alternatives(models):
 
 
 def _dfp(models):
-    f = {"claim": "dfp16_overflow", "title": "DFP-16: int32 chains must be bounded",
-         "paper": DAS_CLAIM, "reproduced": None, "evidence": "natural",
-         "text": "no DFP-16 run was made.", "numbers": {},
-         "rule": ("Rule: shown when, on the GEMMs of the DFP-16 runs, a single int32 chain over "
-                  "the whole reduction (no flush to fp32) overflows in at least one study, while "
-                  "the policy's chains of 2 products (proved overflow-free) never do.")}
+    f = _new("dfp16_overflow", "DFP-16: int32 chains must be bounded", DAS_CLAIM,
+             "Rule: shown when, on the GEMMs of the DFP-16 runs, a single int32 chain over the "
+             "whole reduction (no flush to fp32) overflows in at least one study, while the "
+             "policy's chains of 2 products (proved overflow-free) never do.",
+             text="no DFP-16 run was made.")
     parts, any_over, safe = [], False, True
     for m in models:
         c = _cfgs(m).get("dfp16")
