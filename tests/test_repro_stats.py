@@ -209,3 +209,29 @@ def test_mnist_studies_only_in_the_full_profile_and_only_when_present(tmp_path, 
     cfg["data"]["batch_size"] = 8
     r = Trainer(cfg, progress=False).fit()
     assert r["final"]["steps"] == 2 and r["final"]["failure"] is None
+
+
+def test_observer_per_layer_totals_match_the_trainers_histograms():
+    """The per-layer statistics recorded through the trainer's observer hook add up to the
+    trainer's own all-layer histograms (a separate implementation) on the same steps."""
+    from models.repro.observe import GradObserver
+    from models.trainer import Trainer
+
+    cfg = {"model": {"type": "mlp", "hidden": [16, 16]}, "data": {"batch_size": 16},
+           "optimizer": {"lr": 0.05}, "budget": {"steps": 4, "eval_every": 4, "eval_batches": 1},
+           "instrument": {"histogram_every": 2}}
+    obs = GradObserver()
+    tr = Trainer(cfg, progress=False, observer=obs)
+    tr.fit()
+    assert obs.layers.layers("weight_grad") == ["layers.0", "layers.1", "layers.2"]
+    assert obs.layers.layers("activation_grad") == ["linear0", "linear1", "linear2"]
+    for kind in ("weight_grad", "activation_grad"):
+        mine, theirs = obs.layers.total(kind), tr.hists[kind]
+        assert (mine.total, mine.zeros, mine.samples) == (theirs.total, theirs.zeros,
+                                                          theirs.samples)
+        assert sorted(mine.series) == [0, 2]
+        assert sum(g.total for g in obs.layers.stats[kind].values()) == mine.total
+    n_weights = sum(p.data.size for p in tr.params)
+    assert obs.layers.total("weight_grad").total == 2 * n_weights
+    u = obs.updates_hist
+    assert u.moved + u.unchanged > 0 and u.moved <= 2 * n_weights
