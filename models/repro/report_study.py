@@ -45,6 +45,7 @@ def _natural(m):
                     "become subnormal", "become 0 (of all values)", "survive unscaled",
                     "paper"], rows) + [""]
     lines += ["Shares of the non-zero values unless marked \"of all\"."] + [""]
+    lines += _natural_verdict(m)
     trend = []
     for kind, k in nat["kinds"].items():
         t = k.get("over_training")
@@ -81,6 +82,33 @@ def _natural(m):
                   "depending on its significand) is lost when added to an fp16 weight. The "
                   "measured lost share is in the table below (\"updates lost\").", ""]
     return lines
+
+
+def _natural_verdict(m):
+    """One plain sentence: does underflow hurt training here at natural scale?"""
+    c = {x["key"]: x for x in m["configs"]}
+    kinds = m["natural"]["kinds"]
+    if "master_noscale" not in c or "fp32" not in c or "weight_grad" not in kinds:
+        return []
+    ns = c["master_noscale"]["stats"]["progress"]
+    fp = c["fp32"]["stats"]["progress"]
+    w = kinds["weight_grad"]["to_zero"]["mean"]
+    a = kinds.get("activation_grad", {}).get("to_zero", {"mean": 0.0})["mean"]
+    hurts = ns["mean"] < 0.9 and not within_spread(ns, fp)
+    small = max(w, a) < 0.01
+    text = (f"At natural scale in this study {fmt_num(w, pct=True, digits=5)} of the non-zero "
+            f"weight gradients and {fmt_num(a, pct=True, digits=5)} of the activation gradients "
+            f"become zero in fp16, and fp16 without loss scaling makes "
+            f"{fmt_pm(ns, pct=True)} of fp32's improvement: ")
+    if hurts:
+        text += "underflow costs training here, without any multiplier."
+    elif small:
+        text += ("the effect is small at this size (almost nothing underflows), and fp16 "
+                 "without scaling trains as fp32 does.")
+    else:
+        text += ("some gradients underflow, but fp16 without scaling still trains as fp32 does "
+                 "(within the seed spread or above 90%).")
+    return [text, ""]
 
 
 def _window(m):
