@@ -264,7 +264,9 @@ def studies(profile):
          f"at steps {', '.join(map(str, spikes))}), to show each production rule's reaction "
          "(docs/loss-scaling.md): PyTorch backs off on every overflow, DeepSpeed's hysteresis "
          "absorbs the first of a run of overflows, and OpenSeq2Seq's LogMax, fed x = 2^16 by a "
-         "single overflow, pins its scale at the minimum for thousands of steps.", mlp_base,
+         "single overflow, pins its scale at the minimum for thousands of steps.  The same "
+         "MLP's natural-scale gradients, per-layer table and loss-scale window are in the MLP "
+         "study's section.", mlp_base,
          variants=("spk_dynamic", "spk_deepspeed", "spk_backoff", "spk_lognormal",
                    "spk_lognormal16"), steps=200 if q else 600, eval_every=200,
          hist_every=0, settings=[f"overflows injected at steps {', '.join(map(str, spikes))}"])
