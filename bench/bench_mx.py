@@ -65,7 +65,7 @@ def _quantize_rows(x):
         kw = dict(kw)
         fmt = kw.pop("fmt")
         copies.append(_best(lambda: x.copy(), 3))
-        timed.append((name, _best(lambda: mx.quantize(x, fmt, **kw), 3)))
+        timed.append((name, _best(lambda fmt=fmt, kw=kw: mx.quantize(x, fmt, **kw), 3)))
     base = min(copies)
     rows = [{"name": COPY, "seconds": base, "baseline": None, "ratio": None}]
     rows += [{"name": n, "seconds": s, "baseline": COPY, "ratio": s / base} for n, s in timed]
@@ -79,14 +79,15 @@ def _gemm_rows():
                                                                  SGEMM_SMALL)):
         a = rng.standard_normal((n, n)).astype(np.float32)
         b = rng.standard_normal((n, n)).astype(np.float32)
-        base = _best(lambda: a @ b)
+        base = _best(lambda a=a, b=b: a @ b)
         rows.append({"name": base_name, "seconds": base, "baseline": None, "ratio": None})
         time.sleep(GAP)
         for fmt, kw in (("mxfp8_e4m3", {}), ("mxfp4_e2m1", {}),
                         ("nvfp4", {"tensor_scale": 0.01})):
             qa = mx.quantize(a, fmt, **kw)
             qb = mx.quantize(b, fmt, axis=0, **kw)
-            s = _best(lambda: mx.gemm(qa, qb, model=model), 3 if n == GEMM_N else 1)
+            s = _best(lambda qa=qa, qb=qb, model=model: mx.gemm(qa, qb, model=model),
+                      3 if n == GEMM_N else 1)
             rows.append({"name": f"mx.gemm {model} {fmt}{' tensor_scale' if kw else ''} n={n}",
                          "seconds": s, "baseline": base_name, "ratio": s / base,
                          "speed": base / s})

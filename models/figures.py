@@ -2,10 +2,15 @@
 paper-style exponent histograms of gradients (our versions of Figures 2b and 3).
 
 Provides :func:`plot_loss_curves`, :func:`plot_scale_trajectories` and
-:func:`plot_exponent_histogram`.  matplotlib is imported lazily, inside the functions, with the
-Agg backend (no display needed).  Every figure has an opaque white background, black text and a
-palette of mid-luminance colours with distinct line styles, so it reads the same in light and
-dark viewers and in greyscale.
+:func:`plot_exponent_histogram`; for the natural-scale sections of the reproduction
+:func:`plot_band_histograms` (histograms with a format's bands, given as magnitudes),
+:func:`plot_scale_window` (survival and overflow shares against the loss scale),
+:func:`plot_layer_shares` (per-layer underflow shares), :func:`plot_update_ratios` (the
+|update| / |w| histogram of Fig. 2a's mechanism) and :func:`plot_share_curves` (measured shares
+against tokens per batch, depth or chain length).  matplotlib is imported lazily, inside the
+functions, with the Agg backend (no display needed).  Every figure has an opaque white
+background, black text and a palette of mid-luminance colours with distinct line styles, so it
+reads the same in light and dark viewers and in greyscale.
 
 For experiment grids (models.sweep): :func:`plot_metric_by_setting` and :func:`plot_loss_bands`
 (the mean and spread over seeds of each setting).
@@ -22,8 +27,10 @@ import numpy as np
 
 from .histograms import EXP_MIN, ExponentHistogram
 
-__all__ = ["plot_exponent_histogram", "plot_loss_bands", "plot_loss_curves",
-           "plot_metric_by_setting", "plot_scale_trajectories", "smooth"]
+__all__ = ["plot_band_histograms", "plot_exponent_histogram", "plot_layer_shares",
+           "plot_loss_bands", "plot_loss_curves", "plot_metric_by_setting",
+           "plot_scale_trajectories", "plot_scale_window", "plot_share_curves",
+           "plot_update_ratios", "smooth"]
 
 # Okabe-Ito (colour-blind safe) plus darker extras; all readable on white.
 _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
@@ -366,4 +373,191 @@ def plot_loss_bands(settings, path, *, title, metric_name="accuracy"):
         fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=7,
                    bbox_to_anchor=(0.5, -0.02))
         fig.tight_layout(rect=(0, 0.03 + 0.035 * ((len(handles) + 1) // 2), 1, 1))
+        return _save(fig, path)
+
+
+# ----- the reproduction's natural-scale figures (models.repro) ------------------------------------
+def plot_band_histograms(panels, path, *, title, bands):
+    """Paper-style exponent histograms with a format's bands, one panel per gradient kind.
+
+    panels: list of dicts {"what", "exp_min", "counts", "zeros", "total", "text"} (counts per
+    floor(log2|v|) bin from exp_min; "text" a caption box).  bands: {"name", "zero_max",
+    "tiny", "overflow_min"} magnitudes (models.repro.gradstats.FormatBands): the shaded regions
+    are the binades whose values round to zero (or the smallest subnormal), to a subnormal, to a
+    normal number.
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    z = math.log2(bands["zero_max"])          # e.g. -25 for fp16
+    sub = math.log2(bands["tiny"])            # the smallest normal: -14
+    top = math.log2(bands["overflow_min"])
+    with mpl.rc_context(_rc()):
+        fig, axes = plt.subplots(len(panels), 1, figsize=(10, 3.4 * len(panels)), squeeze=False)
+        for ax, p in zip(axes[:, 0], panels):
+            counts = np.asarray(p["counts"], dtype=np.float64)
+            exps = np.arange(counts.size) + p["exp_min"]
+            total = max(p["total"], 1)
+            lo = min(int(exps[0]) if exps.size else -30, int(z) - 5)
+            hi = max(int(exps[-1]) if exps.size else 0, 2)
+            x_zero = lo - 3
+            ax.axvspan(lo - 0.5, z + 0.5, color="#E41A1C", alpha=0.12,
+                       label=f"|v| < 2^{int(z) + 1}: 0 or the smallest subnormal in "
+                             f"{bands['name']} (0 at or below 2^{int(z)})")
+            ax.axvspan(z + 0.5, sub - 0.5, color="#E69F00", alpha=0.18,
+                       label=f"{bands['name']} subnormal [2^{int(z) + 1}, 2^{int(sub)})")
+            ax.axvspan(sub - 0.5, min(top, hi + 1) - 0.5, color="#009E73", alpha=0.12,
+                       label=f"{bands['name']} normal")
+            if exps.size:
+                ax.bar(exps, 100.0 * counts / total, width=0.85, color="#0072B2",
+                       label=f"{p['what']} values")
+            ax.bar([x_zero], [100.0 * p["zeros"] / total], width=0.85, color="#4D4D4D",
+                   label="exactly zero")
+            ax.set_yscale("log")
+            ax.set_xlim(x_zero - 1, hi + 1)
+            ticks = [x_zero] + list(range(lo - lo % 5 + 5 if lo % 5 else lo, hi + 1, 5))
+            ax.set_xticks(ticks)
+            ax.set_xticklabels(["0"] + [str(t) for t in ticks[1:]])
+            ax.set_ylabel("% of all values (log)")
+            ax.set_title(p["what"])
+            ax.text(0.99, 0.97, p.get("text", ""), transform=ax.transAxes, ha="right",
+                    va="top", fontsize=8,
+                    bbox={"facecolor": "white", "edgecolor": "#7F7F7F", "alpha": 0.95})
+            ax.legend(loc="upper left", fontsize=7)
+        axes[-1, 0].set_xlabel("log2(|value|) (bin e holds 2^e <= |v| < 2^(e+1)); left bar: "
+                               "exactly zero")
+        fig.suptitle(title)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_scale_window(windows, path, *, title, runs=(), settled=None):
+    """The loss-scale window.  Top: for each gradient kind, the share of fp32's non-zero values
+    that an fp16 cast after scaling by 2^k sends to zero (solid) or to infinity (dashed),
+    against k, on a log axis, with the paper's 0.1% line; bottom: the static-scale runs' share
+    of fp32's improvement.  A dotted line marks where a dynamic scaler settled.
+
+    windows: {label: {"log2_scale", "to_zero", "overflow"}}; runs: [(k, progress, skipped)].
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    floor = 1e-4   # shares below 10^-4 % are drawn on the axis floor (log axis)
+    with mpl.rc_context(_rc()):
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8.5, 6.2), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 1]})
+        for i, (label, w) in enumerate(windows.items()):
+            color = _COLORS[i % len(_COLORS)]
+            ks = w["log2_scale"]
+            ax.plot(ks, np.maximum(100 * np.asarray(w["to_zero"]), floor), "-", color=color,
+                    lw=1.6, marker="o", ms=3, label=f"{label}: become 0 (underflow)")
+            ax.plot(ks, np.maximum(100 * np.asarray(w["overflow"]), floor), "--", color=color,
+                    lw=1.4, marker="^", ms=3, label=f"{label}: become inf (overflow)")
+        ax.axhline(0.1, color="#7F7F7F", lw=1, ls="-.", label="0.1% (paper: 32K recovers all "
+                                                              "but 0.1%)")
+        ax.set_yscale("log")
+        ax.set_ylim(floor * 0.7, 150)
+        ax.set_ylabel("% of fp32's non-zero values lost")
+        ax.set_title(title)
+        if runs:
+            ks = [r[0] for r in runs]
+            prog = [100 * r[1] if r[1] is not None and math.isfinite(r[1]) else np.nan
+                    for r in runs]
+            ax2.plot(ks, prog, "s-", color="#000000", ms=6, mfc="none", mew=1.5, lw=0.8,
+                     label="static-scale run")
+            for k, _, sk in runs:
+                if sk:
+                    ax2.annotate(f"{sk:.0f} skipped", (k, 5), fontsize=7, ha="center")
+            ax2.legend(loc="lower left", fontsize=7)
+        for a in (ax, ax2):
+            if settled is not None and math.isfinite(settled):
+                a.axvline(settled, color="#CC79A7", lw=2, ls=":",
+                          label=f"GradScaler settles at 2^{settled:.1f}" if a is ax else None)
+        ax.legend(loc="upper left", fontsize=7)
+        ax2.set_ylim(-5, 115)
+        ax2.set_ylabel("% of fp32's\nimprovement")
+        ax2.set_xlabel("log2(loss scale)")
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_layer_shares(rows, path, *, title, fmt_name="fp16"):
+    """Per-layer shares of non-zero gradients that become zero / subnormal in the format.
+
+    rows: {kind label: [(layer, to_zero, subnormal)]} (shares as fractions, means over seeds).
+    """
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, axes = plt.subplots(1, len(rows), figsize=(5.5 * len(rows), 4.2), squeeze=False)
+        for ax, (kind, rs) in zip(axes[0], rows.items()):
+            names = [r[0] for r in rs]
+            x = np.arange(len(rs))
+            ax.bar(x - 0.2, [100 * r[1] for r in rs], width=0.4, color="#D55E00",
+                   label=f"become 0 in {fmt_name}")
+            ax.bar(x + 0.2, [100 * r[2] for r in rs], width=0.4, color="#E69F00",
+                   label=f"become {fmt_name} subnormal")
+            ax.set_xticks(x)
+            ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
+            ax.set_ylabel("% of the layer's non-zero values")
+            ax.set_title(kind)
+            ax.legend(fontsize=7)
+        fig.suptitle(title)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_update_ratios(exp_min, counts, path, *, title, threshold_log2=-11, text=""):
+    """Histogram of floor(log2(|update| / |w|)) with the fp16 threshold 2^threshold_log2."""
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    counts = np.asarray(counts, dtype=np.float64)
+    exps = np.arange(counts.size) + exp_min
+    with mpl.rc_context(_rc()):
+        fig, ax = plt.subplots(figsize=(8.5, 4.0))
+        total = max(counts.sum(), 1.0)
+        below = exps < threshold_log2
+        ax.bar(exps[below], 100 * counts[below] / total, width=0.85, color="#D55E00",
+               label=f"|update| < 2^{threshold_log2} |w|: lost if added to an fp16 weight")
+        ax.bar(exps[~below], 100 * counts[~below] / total, width=0.85, color="#0072B2",
+               label="larger updates")
+        # bin e is drawn at x = e and holds [2^e, 2^(e+1)): the threshold 2^t lies between the
+        # bars of e = t - 1 and e = t
+        ax.axvline(threshold_log2 - 0.5, color="#000000", ls="--", lw=1.2)
+        ax.set_xlabel("log2(|update| / |w|) (bin e holds 2^e <= ratio < 2^(e+1))")
+        ax.set_ylabel("% of updates")
+        ax.set_title(title)
+        if text:
+            ax.text(0.99, 0.97, text, transform=ax.transAxes, ha="right", va="top", fontsize=8,
+                    bbox={"facecolor": "white", "edgecolor": "#7F7F7F", "alpha": 0.95})
+        ax.legend(loc="upper left", fontsize=7)
+        fig.tight_layout()
+        return _save(fig, path)
+
+
+def plot_share_curves(x, series, path, *, title, xlabel, logx=True, ylabel=None,
+                      xticklabels=None):
+    """Measured shares against x, one line per series with +-1 standard deviation bars.
+
+    series: {label: (means, stds)} (fractions); xticklabels: tick texts (default: x)."""
+    plt = _pyplot()
+    import matplotlib as mpl
+
+    with mpl.rc_context(_rc()):
+        fig, ax = plt.subplots(figsize=(7.5, 4.2))
+        for i, (label, (mean, std)) in enumerate(series.items()):
+            ax.errorbar(x, 100 * np.asarray(mean, dtype=np.float64),
+                        yerr=100 * np.asarray(std, dtype=np.float64), marker="o", ms=4,
+                        capsize=3, lw=1.4, label=label, **_style(i))
+        if logx:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(xticklabels or [str(v) for v in x])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel or "% of non-zero values")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
         return _save(fig, path)

@@ -80,8 +80,13 @@ class Trainer:
     """Train one resolved (or raw) config; see the module docstring."""
 
     def __init__(self, cfg, *, run_dir=None, progress=True, label=None, position=0,
-                 leave=False):
+                 leave=False, observer=None):
         self.cfg = resolve_config(cfg)
+        # Optional statistics hook (models.repro uses it for per-layer statistics): on the
+        # histogram steps, observer.gradients(trainer, step, scale) after backward, and
+        # observer.updates(trainer, step, before, nonzero) after an applied step.  None: off.
+        # Its state is the observer's own (not saved in checkpoints).
+        self.observer = observer
         self.run_dir, self.progress, self.position = run_dir, progress, position
         self.leave = leave  # keep the finished progress bar on screen
         self.label = label or self.cfg["name"]
@@ -163,6 +168,8 @@ class Trainer:
             for _, t in self.model.taps:
                 if t.grad is not None:
                     self.hists["activation_grad"].add(np.asarray(t.grad, np.float64) / scale)
+            if self.observer is not None:
+                self.observer.gradients(self, step, scale)
             self.model.taps = None
         track = self.cfg["instrument"]["lost_updates"]
         stored = self._stored()
@@ -180,6 +187,8 @@ class Trainer:
             self.lost_counts[0] += lost
             self.lost_counts[1] += changed_possible
             lost_frac = lost / max(changed_possible, 1)
+            if hist and self.observer is not None:
+                self.observer.updates(self, step, before, nz)
         h = self.history
         h["step"].append(step)
         h["loss"].append(loss_v)

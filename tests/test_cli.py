@@ -101,7 +101,8 @@ def _tiny_studies(profile):
         s["base"]["budget"].update(steps=3, eval_every=3, eval_batches=1)
         s["base"]["instrument"]["histogram_every"] = 1 if s["key"] == "mlp" else 0
         if s["key"] == "mlp":
-            s["variants"] = ["fp32", "master_noscale", "static", "dynamic", "bf16", "tc_v100"]
+            s["variants"] = ["fp32", "master_noscale", "static_8", "dynamic", "bf16", "tc_v100",
+                             "amp_master_noscale"]
         out.append(s)
     return out
 
@@ -112,19 +113,20 @@ def test_reproduce_writes_report(tmp_path, monkeypatch, capsys):
     assert main(["reproduce", "--quick", "--out", str(out), "--no-progress"]) == 0
     assert f"report written to {out / 'report.md'}" in capsys.readouterr().out
     files = set(os.listdir(out))
-    assert {"report.md", "results.json", "loss_mlp.png", "scale_mlp.png", "hist_act_mlp.png",
-            "hist_weight_mlp.png", "loss_master.png"} <= files
+    assert {"report.md", "results.json", "loss_mlp.png", "scale_mlp.png", "hist_mlp.png",
+            "window_mlp.png", "layers_mlp.png", "loss_master.png"} <= files
     md = (out / "report.md").read_text()
-    for fragment in ("## Findings", "## MLP on handwritten digits", "| fp32 |",
-                     "fp16 + master, static scale 2^12", "## Gradient exponent histograms",
-                     "![Loss curves", "Table 1 [T]", "loss multiplied by 2^-17"):
+    for fragment in ("## Natural scale at a glance", "## Findings",
+                     "## MLP on handwritten digits", "| fp32 |",
+                     "fp16 + master, static scale 2^8", "### The loss-scale window",
+                     "![Loss curves", "Table 1 [T]", "loss x2^-17"):
         assert fragment in md, fragment
     res = json.loads((out / "results.json").read_text())
-    assert [f["claim"] for f in res["findings"]] == ["master_weights", "underflow",
-                                                     "alternatives", "scalers"]
-    assert len(res["models"]) == 2 and len(res["models"][0]["runs"]) == 6
-    run = res["models"][0]["runs"][2]
-    assert run["key"] == "static" and run["final"]["final_scale"] == 4096.0
+    assert "underflow_natural" in [f["claim"] for f in res["findings"]]
+    assert res["seeds"] == [0, 1, 2]
+    assert len(res["models"]) == 2 and len(res["models"][0]["configs"]) == 7
+    static = res["models"][0]["configs"][2]
+    assert static["key"] == "static_8" and static["stats"]["final_scale"]["mean"] == 256.0
 
 
 def test_python_dash_m_help():
