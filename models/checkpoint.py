@@ -26,9 +26,11 @@ warning saying so, and the next save of the run writes version 2.
 Why this is safe against Ctrl-C and crashes: ``os.replace`` is atomic on POSIX and Windows, so the
 checkpoint path always names either the previous complete file or the new complete file; the data
 is fsync'ed before the rename (and the directory after it) so a power loss cannot leave a renamed
-but empty file.  An interrupted save leaves only a ``.tmp-*`` file, which is removed.
+but empty file.  An interrupted save removes its ``.tmp-*`` file.  The writing is
+models.atomic's, the one atomic writer of the project (history.json, config.json, sweep and
+reproduce results use it too).
 
-Imports the standard library and numpy only.
+Imports the standard library, numpy and models.atomic only.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ import logging
 import os
 import pickle
 import re
-import tempfile
 
 import numpy as np
+
+from .atomic import write_atomic
 
 __all__ = ["FORMAT_VERSION", "CheckpointError", "arrays_equal", "load_checkpoint",
            "save_checkpoint"]
@@ -85,38 +88,12 @@ def save_checkpoint(path, state):
     """Atomically write ``state`` (a dict) to ``path`` in format version 2; returns the path."""
     if not isinstance(state, dict):
         raise TypeError(f"checkpoint state must be a dict, got {type(state).__name__}")
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".ckpt", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            buf = io.BytesIO()
-            pickle.dump(state, buf, protocol=4)
-            payload = buf.getvalue()
-            digest = hashlib.sha256(payload).hexdigest()
-            fh.write(f"{_MAGIC} v2 sha256={digest} bytes={len(payload)}\n".encode("ascii"))
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # including KeyboardInterrupt: never leave the temp file behind
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable; not every platform can open a directory
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return path
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-    return path
+    buf = io.BytesIO()
+    pickle.dump(state, buf, protocol=4)
+    payload = buf.getvalue()
+    digest = hashlib.sha256(payload).hexdigest()
+    header = f"{_MAGIC} v2 sha256={digest} bytes={len(payload)}\n".encode("ascii")
+    return write_atomic(path, header + payload)
 
 
 def _unpickle(path, raw):

@@ -1,8 +1,8 @@
 """The executor: any list of (run id, train config) pairs trained on Dask, one task per run.
 
 Provides :func:`execute`, :func:`local_cluster`, :func:`load_record` (a run's status and final
-numbers), :func:`load_result` (its whole history), :func:`check_run_dirs` and the atomic writers
-:func:`write_atomic` and :func:`atomic_path`.
+numbers), :func:`load_result` (its whole history), :func:`check_run_dirs`, and re-exports the
+atomic writers of models.atomic (:func:`write_atomic`, :func:`atomic_path`).
 
 ``execute(runs, out_dir)`` trains every run whose results are not complete yet, each as one
 ``dask.distributed`` task, on a :func:`local_cluster` of worker processes (the default), on the
@@ -41,13 +41,13 @@ import json
 import logging
 import os
 import signal
-import tempfile
 import traceback
 import uuid
 
 from distributed import WorkerPlugin
 from tqdm.auto import tqdm
 
+from .atomic import TMP_PREFIX, atomic_path, write_atomic
 from .cli import _THREAD_VARS
 from .config import dumps, resolve_config
 from .jsonio import json_safe
@@ -59,37 +59,7 @@ log = logging.getLogger("models.sweep")
 RESULT = "result.json"
 STATUSES = ("ok", "diverged", "failed", "pending")
 _FINISHED = ("ok", "diverged")
-_UMASK = os.umask(0o022)    # read it (the only way) and put it back at once
-os.umask(_UMASK)
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-=,~")
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path beside ``path``; on success fsync it and rename it onto ``path``
-    (os.replace is atomic), so readers see the old file or the new one, never a part."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.splitext(path)[1], dir=directory)
-    os.close(fd)
-    try:
-        yield tmp
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)      # mkstemp makes 0600; give what open() would
-        os.replace(tmp, path)
-    except BaseException:   # KeyboardInterrupt included: never leave the temporary file
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def write_atomic(path, text):
-    """Write ``text`` (UTF-8, "\\n" line ends) to ``path`` atomically; returns the path."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
-        fh.write(text)
-    return os.fspath(path)
 
 
 def _write_json(path, obj):
@@ -247,7 +217,7 @@ def _remove_stale_temps(run_dir):
     """Temporary files of atomic writes cut short (a worker killed while saving) go."""
     with contextlib.suppress(FileNotFoundError):
         for name in os.listdir(run_dir):
-            if name.startswith(".tmp-"):
+            if name.startswith(TMP_PREFIX):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(run_dir, name))
 

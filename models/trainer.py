@@ -43,10 +43,12 @@ import autograd.functional as F
 from scalers import LossScaleAtMinimumError
 
 from .build import make_mixed, make_policy, make_scaler
+from .atomic import write_atomic
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import dumps, resolve_config
 from .data import BatchSampler, eval_batches, load_dataset
 from .histograms import ExponentHistogram
+from .jsonio import json_safe
 from .nets import build_model
 
 __all__ = ["RunFailure", "Trainer", "cached_dataset"]
@@ -260,9 +262,7 @@ class Trainer:
                              f"checkpoint), beyond budget.steps {b['steps']}; ask for at least "
                              f"{self.step_no} steps (mpemu train --steps)")
         if self.run_dir:
-            os.makedirs(self.run_dir, exist_ok=True)
-            with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as fh:
-                fh.write(dumps(self.cfg) + "\n")
+            write_atomic(os.path.join(self.run_dir, "config.json"), dumps(self.cfg) + "\n")
         bar = tqdm(total=b["steps"], initial=self.step_no, desc=self.label, leave=self.leave,
                    disable=not self.progress, position=self.position, dynamic_ncols=True,
                    mininterval=0.5, unit="step")
@@ -299,10 +299,8 @@ class Trainer:
         result = self.result()
         if self.run_dir:
             self.save()
-            with open(os.path.join(self.run_dir, "history.json"), "w", encoding="utf-8") as fh:
-                from .jsonio import json_safe
-
-                json.dump(json_safe(result), fh, indent=1, allow_nan=False)
+            write_atomic(os.path.join(self.run_dir, "history.json"),
+                         json.dumps(json_safe(result), indent=1, allow_nan=False))
         return result
 
     def result(self):

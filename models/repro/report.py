@@ -16,6 +16,7 @@ import json
 import math
 import os
 
+from ..atomic import write_atomic
 from ..jsonio import json_safe
 from .paper import CITATION, PAPER_NATURAL, PAPER_TABLES
 
@@ -23,13 +24,8 @@ __all__ = ["fmt_num", "fmt_pm", "json_safe", "table", "write_report", "write_res
 
 
 def write_results_json(out_dir, results):
-    path = os.path.join(out_dir, "results.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(json_safe(results), fh, indent=1, allow_nan=False)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(os.path.join(out_dir, "results.json"),
+                        json.dumps(json_safe(results), indent=1, allow_nan=False) + "\n")
 
 
 def fmt_num(v, digits=4, pct=False):
@@ -182,7 +178,4 @@ def write_report(out_dir, results):
              "configuration is in results.json under `models[].configs[].config` (seed 0; the "
              "other seeds differ only in `seed`), runnable with `mpemu train --config FILE`).")
     lines += ["## Reproducing", "", repro, ""]
-    path = os.path.join(out_dir, "report.md")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines))
-    return path
+    return write_atomic(os.path.join(out_dir, "report.md"), "\n".join(lines))
