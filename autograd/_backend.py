@@ -43,6 +43,7 @@ __all__ = [
     "get_fmt",
     "parse_mode",
     "reset_sr_stream",
+    "round_counting_overflow",
     "round_in",
     "round_to",
     "sqrt",
@@ -226,6 +227,16 @@ def round_to(x, fmt: sf.Format, policy=None) -> np.ndarray:
     out = sf.round(x, fmt, mode, seed=seed)
     return np.asarray(out).reshape(x.shape)
 
+
+def round_counting_overflow(x, fmt: sf.Format) -> tuple[np.ndarray, int]:
+    """(RNE rounding of x onto fmt, number of elements whose rounding overflowed), the count
+    taken from softfloat's overflow flag: it is raised exactly when the rounded magnitude would
+    exceed fmt's largest finite value, whatever fmt then returns (Inf, NaN for "fn" formats, or
+    +-max when fmt saturates or has no Inf/NaN), so ties at max + ulp/2 count as the format's
+    own rounding decides them."""
+    fl = sf.Flags()
+    r = sf.round(np.asarray(x), fmt, "rne", flags=fl)
+    return np.asarray(r), int(fl.overflow)
 
 def round_in(x, fmt: sf.Format, mode, *, seed: int | None = None,
              sr_bits: int | None = None) -> np.ndarray:

@@ -168,3 +168,26 @@ def test_two_backwards_in_one_step_give_two_runs_of_weight_rows():
     rows = rec.select("weight_grad", step=0)
     assert [r["param"] for r in rows] == ["0.weight", "0.bias", "2.weight", "2.bias"] * 2
     assert len(rec.select("activation_grad", layer="0")) == 2
+
+
+def test_overflow_counts_follow_the_formats_own_rounding():
+    """Overflow is what the format's RNE rounding calls overflow, also where the result hides it
+    (saturation, formats without Inf/NaN) and at the tie max + ulp/2: e4m3fn's max 448 has an
+    even significand, so 464 rounds down to it; fp16's max 65504 is odd, so 65520 overflows."""
+    import dataclasses
+
+    import softfloat as sf
+
+    e4m3 = sf.get_format("e4m3fn")
+    e4m3_sat = dataclasses.replace(e4m3, name="e4m3fn_sat", saturate=True)
+    fp16_sat = dataclasses.replace(sf.get_format("fp16"), name="fp16_sat", saturate=True)
+    e2m1 = sf.get_format("e2m1")                     # no Inf/NaN: overflow gives +-6
+    cases = [
+        (e4m3, [448.0, 463.9, 464.0, -464.0, 464.1, 1e6], 2),
+        (e4m3_sat, [448.0, 463.9, 464.0, -464.0, 464.1, 1e6], 2),
+        (fp16_sat, [65504.0, 65519.9, 65520.0, -65520.0, 1e9], 3),
+        (e2m1, [6.0, 6.9, 7.0, -7.0, 7.1, 100.0], 4),   # max 6 = 1.1b x 2^2 is odd: 7 goes up
+    ]
+    for fmt, vals, want in cases:
+        st = tensor_stats(np.array(vals), formats=(fmt,))
+        assert st.formats[fmt.name]["overflow"] == want, (fmt.name, st.formats[fmt.name])
