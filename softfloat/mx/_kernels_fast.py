@@ -41,7 +41,8 @@ element grid's quantum is 2^(max(ey, emin) - m), ey = floor(log2 y).
 Everything runs in 32-bit lanes (softfloat._intrinsics): no sum wraps (a < 2^31 plus an increment
 < 2^31; sig < 2^24 plus < 2^31); the counts are uint32 (a run is at most a block row).
 
-Imports numpy, numba, softfloat._intrinsics and softfloat.rng only.
+Imports numpy, numba, softfloat._intrinsics, softfloat._primitives (the bit constants) and
+softfloat.rng only.
 """
 
 from __future__ import annotations
@@ -51,17 +52,14 @@ from numba import njit
 
 from .._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
                       sub32, xor32)
+from .._primitives import F32_ABS, F32_FRAC, F32_HIDDEN, F32_INF, U64_32
 from ..rng import random_bits
 
 __all__ = ["fast_consts", "unpack", "block_consts", "run_det", "run_sr", "run_det_nv", "run_sr_nv",
            "rne_consts", "run_rne"]
 
-_ABS = np.uint32(0x7FFFFFFF)
-_M23 = np.uint32(0x007FFFFF)
-_HID = np.uint32(0x00800000)
 _U0 = np.uint32(0)
 _U1 = np.uint32(1)
-_U32 = np.uint64(32)
 
 
 def fast_consts(EP) -> np.ndarray:
@@ -165,7 +163,7 @@ def _subnormal_parts(a, dbias):
     subnormal), drop = dbias - max(Ex, 1) modulo 2^32 (dbias >= 0 in every block that reaches
     the subnormal path; lanes of the normal path may wrap: their drop is never used)."""
     ex = shr32(a, np.uint32(23))
-    sig = or32(and32(a, _M23), sel32(ne32(ex, _U0), _HID, _U0))
+    sig = or32(and32(a, F32_FRAC), sel32(ne32(ex, _U0), F32_HIDDEN, _U0))
     return sig, sub32(dbias, _max32(ex, _U1))
 
 
@@ -176,7 +174,7 @@ def _det_one(b, ax, K, BC):
     (d, low, keep, c0, cpar, cpos, cneg, rto, t_half, t_rne, t_pos, t_neg, t_rto, maxcode,
      maxbits, signc, xm, qscale, rbits, k, addc, zm) = K
     thr, ke, e23, dbias, tiny_block = BC
-    a = and32(b, _ABS)
+    a = and32(b, F32_ABS)
     sgn = xor32(b, a)
     neg = ne32(sgn, _U0)
     # normal range: round at bit d
@@ -191,7 +189,7 @@ def _det_one(b, ax, K, BC):
                  and32(lowt, sel32(neg, t_neg, t_pos)))
     q = or32(shr32(add32(sig, inct), dt), sel32(ne32(and32(sig, lowt), _U0), t_rto, _U0))
     cb, v, s, f = _finish(ax, sgn, ge32(a, thr), rn, q, K, ke, e23)
-    sl = tiny_block & lt32(a, _HID) & ne32(a, _U0)
+    sl = tiny_block & lt32(a, F32_HIDDEN) & ne32(a, _U0)
     return cb, v, s, f & (not sl), sl
 
 
@@ -201,8 +199,8 @@ def _sr_one(b, ax, u, K, BC):
     (d, low, keep, c0, cpar, cpos, cneg, rto, t_half, t_rne, t_pos, t_neg, t_rto, maxcode,
      maxbits, signc, xm, qscale, rbits, k, addc, zm) = K
     thr, ke, e23, dbias, tiny_block = BC
-    uh = lo32(u >> _U32)                            # the top 32 random bits
-    a = and32(b, _ABS)
+    uh = lo32(u >> U64_32)                            # the top 32 random bits
+    a = and32(b, F32_ABS)
     sgn = xor32(b, a)
     rn = and32(add32(a, shl32(shr32(uh, sub32(np.uint32(32), k)), sub32(d, k))), keep)
     sig, drop = _subnormal_parts(a, dbias)
@@ -214,8 +212,8 @@ def _sr_one(b, ax, u, K, BC):
     q = sel32(far, _U0, q)
     is_n = ge32(a, thr)
     cb, v, s, f = _finish(ax, sgn, is_n, rn, q, K, ke, e23)
-    sl = ((tiny_block & lt32(a, _HID)) | (gt32(drop, np.uint32(31)) & (not far) & (not is_n))) \
-        & ne32(a, _U0)
+    sl = ((tiny_block & lt32(a, F32_HIDDEN))
+          | (gt32(drop, np.uint32(31)) & (not far) & (not is_n))) & ne32(a, _U0)
     return cb, v, s, f & (not sl), sl
 
 
@@ -235,7 +233,7 @@ def run_det(xs, es, vs, K, BC):
         for jj in range(16):
             j = j0 + jj
             b = xs[j]
-            cb, v, s, f, sl = _det_one(b, and32(b, _ABS), K, BC)
+            cb, v, s, f, sl = _det_one(b, and32(b, F32_ABS), K, BC)
             es[j] = np.uint8(cb)
             vs[j] = v
             sat = add32(sat, sel32(s, _U1, _U0))
@@ -243,7 +241,7 @@ def run_det(xs, es, vs, K, BC):
             slow = add32(slow, sel32(sl, _U1, _U0))
     for j in range(n16, n):
         b = xs[j]
-        cb, v, s, f, sl = _det_one(b, and32(b, _ABS), K, BC)
+        cb, v, s, f, sl = _det_one(b, and32(b, F32_ABS), K, BC)
         es[j] = np.uint8(cb)
         vs[j] = v
         sat = add32(sat, sel32(s, _U1, _U0))
@@ -260,7 +258,7 @@ def run_det_nv(xs, xf, rcp, es, vs, K, BC):
     slow = _U0
     for j in range(xs.size):
         b = np.float32(xf[j] * rcp).view(np.uint32)
-        cb, v, s, f, sl = _det_one(b, and32(xs[j], _ABS), K, BC)
+        cb, v, s, f, sl = _det_one(b, and32(xs[j], F32_ABS), K, BC)
         es[j] = np.uint8(cb)
         vs[j] = v
         sat = add32(sat, sel32(s, _U1, _U0))
@@ -277,7 +275,7 @@ def run_sr(xs, es, vs, K, BC, key, base):
     slow = _U0
     for j in range(xs.size):
         b = xs[j]
-        cb, v, s, f, sl = _sr_one(b, and32(b, _ABS), random_bits(key, base + j), K, BC)
+        cb, v, s, f, sl = _sr_one(b, and32(b, F32_ABS), random_bits(key, base + j), K, BC)
         es[j] = np.uint8(cb)
         vs[j] = v
         sat = add32(sat, sel32(s, _U1, _U0))
@@ -294,7 +292,7 @@ def run_sr_nv(xs, xf, rcp, es, vs, K, BC, key, base):
     slow = _U0
     for j in range(xs.size):
         b = np.float32(xf[j] * rcp).view(np.uint32)
-        cb, v, s, f, sl = _sr_one(b, and32(xs[j], _ABS), random_bits(key, base + j), K, BC)
+        cb, v, s, f, sl = _sr_one(b, and32(xs[j], F32_ABS), random_bits(key, base + j), K, BC)
         es[j] = np.uint8(cb)
         vs[j] = v
         sat = add32(sat, sel32(s, _U1, _U0))
@@ -328,9 +326,9 @@ def _rne_one(yf, ax, R):
     (this also keeps C finite); +-Inf stays Inf and saturates."""
     (cadd, eminf, emaxf, d, k2, scl, tiny, maxcode, maxbits, signc, xm, addc, zm) = R
     yb = np.float32(yf).view(np.uint32)
-    a = and32(yb, _ABS)
+    a = and32(yb, F32_ABS)
     sgn = xor32(yb, a)
-    ef = and32(a, np.uint32(0x7F800000))
+    ef = and32(a, F32_INF)
     ef = _min32(_max32(ef, eminf), emaxf)
     c = np.uint32(add32(ef, cadd)).view(np.float32)
     r = (np.uint32(a).view(np.float32) + c) - c
@@ -359,7 +357,7 @@ def run_rne(xs, xf, ms, es, vs, R):
     sat = _U0
     fl = _U0
     for j in range(xs.size):
-        cb, v, s_, f = _rne_one(np.float32(xf[j] * ms[j]), and32(xs[j], _ABS), R)
+        cb, v, s_, f = _rne_one(np.float32(xf[j] * ms[j]), and32(xs[j], F32_ABS), R)
         es[j] = np.uint8(cb)
         vs[j] = v
         sat = add32(sat, sel32(s_, _U1, _U0))

@@ -23,7 +23,8 @@ Two tile loops:
   path (float64 input, NVFP4 exact division) and the twin the tests check the fast loops
   against, bit for bit.
 
-Imports numpy, numba, softfloat.rng and the sibling kernel modules only.
+Imports numpy, numba, softfloat._intrinsics, _primitives (bit constants), softfloat.rng and the
+sibling kernel modules only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._intrinsics import absmax16, and32, gt32, sel32
+from .._primitives import F32_ABS
 from ..rng import random_bits
 from ._kernels_elem import OVERFLOW, code_byte, encode, ro_div, round_elem
 from ._kernels_fast import (block_consts, rne_consts, run_det, run_det_nv, run_rne, run_sr,
@@ -42,8 +44,6 @@ from ._kernels_scale import e8m0_code, e8m0_codes32, nvfp4_scale, nvfp4_scales32
 #: softfloat kernels.
 CHUNK = 1 << 14
 
-_ABS32 = np.uint32(0x7FFFFFFF)
-_INF32 = np.uint32(0x7F800000)
 _ABS64 = np.uint64((1 << 63) - 1)
 _QNAN32 = np.uint32(0x7FC00000)
 _HID32 = np.uint32(0x00800000)
@@ -140,7 +140,7 @@ def _amax_run(xs):
         v = absmax16(xs, j0)
         m = sel32(gt32(v, m), v, m)
     for j in range(n16, n):
-        v = and32(xs[j], _ABS32)
+        v = and32(xs[j], F32_ABS)
         m = sel32(gt32(v, m), v, m)
     return m
 

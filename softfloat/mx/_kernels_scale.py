@@ -9,7 +9,7 @@ Provides
 Everything is exact integer work on the float64 / float32 bit patterns: no log2, no division
 whose rounding could move a result across a power of two.
 
-Imports numpy, numba and the sibling kernel module only.
+Imports numpy, numba, softfloat._primitives (bit constants) and the sibling kernel module only.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._primitives import F32_INF
 from ._kernels_elem import ro_div, round_elem
 
 __all__ = ["e8m0_code", "nvfp4_scale", "nv_head", "SCALE_EP", "FLOOR", "CEIL", "EVEN", "RCEIL",
@@ -192,7 +193,7 @@ def nvfp4_scales32(am, codes, vals, rcps, head):
     nsub = 0
     for k in range(am.size):
         a = am[k]
-        isnan = a > np.uint32(0x7F800000)
+        isnan = a > F32_INF
         s = np.uint32(0 if isnan else a).view(np.float32) / np.float32(6.0)
         s = s / t32
         s = min(max(s, smin), top)
