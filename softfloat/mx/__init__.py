@@ -99,6 +99,10 @@ scaled by the product of their two block scales (and of the tensor scales).
 c: an optional array broadcastable to (m, n) of out_format values.
 
 Hadamard (``mx.hadamard``): see softfloat/mx/_hadamard.py; orthogonal, exact and rounded once.
+
+Dask arrays (softfloat/mx/_lazy.py): ``mx.quantize`` of a dask array returns a lazy BlockTensor
+(dask arrays inside, ``.compute()`` for numpy) with the bits of the numpy call for any chunking,
+stochastic rounding included; x is rechunked along axis 0 only, on block boundaries.
 """
 
 from ._formats import BLOCK_FORMATS, SCALE_RULES, BlockFormat, get_block_format

@@ -101,6 +101,10 @@ def gemm(qa, qb, *, model="ideal-fp32", out_format="fp32", c=None):
     out_format.  model "blocked": per K-block an exact scaled block sum rounded to fp32, added
     in k order into an fp32 accumulator started at c (RNE), the result rounded to out_format;
     needs equal k-block lengths.  See softfloat/mx/__init__.py for the definitions."""
+    for name, q in (("qa", qa), ("qb", qb)):
+        if getattr(q, "lazy", False):
+            raise TypeError(f"mx.gemm: {name} is a lazy BlockTensor (mx.quantize of a dask "
+                            f"array); pass {name}.compute()")
     kba = _kblock(qa, "qa")
     kbb = _kblock(qb, "qb")
     m, k = qa.shape

@@ -13,6 +13,7 @@ from . import _kernels_quant as KQ
 from ._formats import MX_RULES, RULE_CODES, get_block_format
 from ._kernels_fast import fast_consts
 from ._kernels_scale import SCALE_EP, nv_head
+from ._lazy import is_dask, quantize_lazy
 from ._tensor import BlockTensor, normalize_layout
 
 __all__ = ["quantize", "SERIAL_MAX"]
@@ -89,7 +90,9 @@ def quantize(x, fmt, *, block=None, axis=None, scale_rule=None, mode="rne", seed
     Parameters (the rules are written out in softfloat/mx/__init__.py)
     ----------
     x : float16/float32/float64 array (NVFP4 with exact_division=False takes float32 only:
-        it emulates the recipe's float32 arithmetic)
+        it emulates the recipe's float32 arithmetic), or a dask array of those: the result is
+        then lazy (dask arrays inside, ``.compute()`` for numpy; softfloat/mx/_lazy.py), with
+        the bits of the numpy call for any chunking, stochastic rounding included
     fmt : "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4_e2m1", "mxint8" or
         "nvfp4" (or a BlockFormat)
     block : None (the format's: 32, nvfp4 16), an int (1-D blocks along ``axis``) or a pair
@@ -105,6 +108,12 @@ def quantize(x, fmt, *, block=None, axis=None, scale_rule=None, mode="rne", seed
         quantized with their offsets draw the whole tensor's random bits)
     """
     fmt = get_block_format(fmt)
+    if is_dask(x):
+        return quantize_lazy(quantize, x, fmt, block, axis,
+                             {"scale_rule": scale_rule, "mode": mode, "seed": seed,
+                              "sr_bits": sr_bits, "tensor_scale": tensor_scale,
+                              "scale_min": scale_min, "exact_division": exact_division},
+                             index_offset)
     return _quantize(x, fmt, block, axis, scale_rule, mode, seed, sr_bits, tensor_scale,
                      scale_min, exact_division, index_offset, general=False)
 

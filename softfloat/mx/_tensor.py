@@ -125,6 +125,30 @@ class BlockTensor:
         self.saturated = saturated
         self.flushed = flushed
         self.mode = mode
+        self._lazy = None           # the dask intermediate of a lazy tensor (softfloat/mx/_lazy)
+
+    @property
+    def lazy(self) -> bool:
+        """True for the result of mx.quantize on a dask array: ``elements``, ``element_bits``,
+        ``scales`` and ``scale_bits`` are dask arrays and ``saturated`` / ``flushed`` 0-d dask
+        arrays, all views of one intermediate."""
+        return self._lazy is not None
+
+    def compute(self) -> BlockTensor:
+        """The numpy-backed tensor: a lazy tensor's arrays and counts computed together (every
+        chunk quantized once); a numpy-backed tensor returns itself."""
+        if self._lazy is None:
+            return self
+        rec = np.asarray(self._lazy.compute())
+        first = tuple(slice(None, None, self.block[self.axis.index(d)]) if d in self.axis
+                      else slice(None) for d in range(rec.ndim))
+        return BlockTensor(self.format, np.ascontiguousarray(rec["v"]),
+                           np.ascontiguousarray(rec["b"]),
+                           np.ascontiguousarray(rec["sv"][first]),
+                           np.ascontiguousarray(rec["sb"][first]), block=self.block,
+                           axis=self.axis, geom=self._geom, scale_rule=self.scale_rule,
+                           tensor_scale=self.tensor_scale, saturated=int(rec["nsat"].sum()),
+                           flushed=int(rec["nflush"].sum()), mode=self.mode)
 
     @property
     def shape(self):
@@ -136,14 +160,18 @@ class BlockTensor:
 
     def block_scales(self) -> np.ndarray:
         """The scale of every element's block, as float64 (shape ``shape``), tensor scale
-        included."""
+        included (a dask array for a lazy tensor)."""
+        if self._lazy is not None:
+            s = self._lazy["sv"].astype(np.float64)
+            return s * (1.0 if self.tensor_scale is None else float(self.tensor_scale))
         s = expand_scales(self.scales.astype(np.float64), self._geom, self.shape)
         return s * (1.0 if self.tensor_scale is None else float(self.tensor_scale))
 
     def dequantize(self, dtype=np.float32) -> np.ndarray:
         """elements * block scale * tensor scale: computed exactly in float64 (at most
         8 + 4 + 24 significant bits), then rounded once to ``dtype`` (float32: RNE, Inf
-        beyond its range; float64: exact).  A NaN-scale block gives NaN."""
+        beyond its range; float64: exact).  A NaN-scale block gives NaN.  A lazy tensor gives
+        a dask array (the same bits, chunk by chunk)."""
         dt = np.dtype(dtype)
         if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
             raise TypeError(f"dtype must be float32 or float64, got {dt}")
@@ -151,10 +179,17 @@ class BlockTensor:
             return (self.elements.astype(np.float64) * self.block_scales()).astype(dt)
 
     def pack(self) -> np.ndarray:
-        """The element codes packed as a little-endian bit stream (uint8; module docstring)."""
+        """The element codes packed as a little-endian bit stream (uint8; module docstring).
+        A lazy tensor is computed first (the stream is one numpy array)."""
+        if self._lazy is not None:
+            return self.compute().pack()
         return pack_codes(self.element_bits, self.format.bits)
 
     def __repr__(self):
+        if self._lazy is not None:
+            return (f"BlockTensor({self.format.name}, shape={self.shape}, block={self.block}, "
+                    f"axis={self.axis}, scale_rule={self.scale_rule!r}, lazy: "
+                    f"{self.elements!r})")
         return (f"BlockTensor({self.format.name}, shape={self.shape}, block={self.block}, "
                 f"axis={self.axis}, scale_rule={self.scale_rule!r}, saturated="
                 f"{self.saturated}, flushed={self.flushed})")
