@@ -41,8 +41,8 @@ from numba import njit
 
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB
 from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sub32
-from ._primitives import (F32_ABS, F32_INF, F32_SIGN, F64_ABS, F64_FRAC_BITS, F64_SIGN, U64_0,
-                          U64_1, fold_odd_nb, two_sum_err)
+from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_ABS, F64_FRAC_BITS,
+                          F64_SIGN, U64_0, U64_1, fold_odd_nb, two_sum_err)
 from ._roundpack import RDN, RHU, RNA, RNE, RTO, RUP, SR
 
 # Element kinds, the loops' uint8 marks (typed uint8 so that selecting among them stays one byte
@@ -55,7 +55,7 @@ _F32_0 = np.float32(0.0)
 # float32 patterns (biased exponent << 23): 2^-126 (1 << 23, the smallest normal), 2^-100
 # (27 << 23) and 2^127 (254 << 23); the widths of the unsigned pattern ranges [2^-126, Inf) and
 # [2^-100, Inf), for the one-compare range tests lt32(pattern - lo, width).
-_P_NORM = np.uint32(1 << 23)
+_P_NORM = F32_HIDDEN                   # the pattern of 2^-126 is the hidden bit, 1 << 23
 _P_2M100 = np.uint32(27 << 23)
 _P_2P127 = np.uint32(254 << 23)
 _W_NORM = np.uint32(0x7F800000 - (1 << 23))

@@ -56,16 +56,16 @@ from numba import njit, prange
 from ._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
                           xor32)
 from ._kernels_round import CHUNK, add_flag_counts
+from ._primitives import F32_ABS as _ABS
+from ._primitives import F32_FRAC as _M23
+from ._primitives import F32_HIDDEN as _HID
+from ._primitives import F32_INF as _INF
+from ._primitives import F32_QNAN as _QNAN
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW,
                          overflow_result, round_value)
 from .rng import random_bits
 
-_ABS = np.uint32(0x7FFFFFFF)
-_INF = np.uint32(0x7F800000)
-_QNAN = np.uint32(0x7FC00000)
-_M23 = np.uint32(0x007FFFFF)
-_HID = np.uint32(0x00800000)
 _SLOW = np.uint32(0xFFFFFFFF)   # marker in the output: element to recompute with round_value
 _U0 = np.uint32(0)
 _U1 = np.uint32(1)

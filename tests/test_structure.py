@@ -284,3 +284,70 @@ def test_engine_polls_no_global_recorder():
     g = _import_graph("autograd")
     for mod in ("autograd._tensor", "autograd.nn.module"):
         assert "autograd.instrument" not in g[mod], mod
+
+
+# ----- the bit constants of the carriers are named once (softfloat/_primitives.py) ------------
+#: The masks and patterns _primitives names; a module-level constant elsewhere in softfloat with
+#: one of these values is a second definition (issue #19: _EXPMASK meant 0x7FF in four modules).
+BIT_CONSTANTS = ("F64_SIGN", "F64_ABS", "F64_EXP_FIELD", "F64_EXP_ALL_ONES", "F64_FRAC",
+                 "F64_HIDDEN", "F64_ONE", "F64_NOT_EXP", "F32_SIGN", "F32_ABS", "F32_INF",
+                 "F32_QNAN", "F32_FRAC", "F32_HIDDEN")
+_OPS = {ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+        ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b,
+        ast.BitXor: lambda a, b: a ^ b}
+
+
+_NP_INTS = {"uint32", "uint64", "int32", "int64"}   # typed kernel constants, as _primitives has
+
+
+def _int_value(node):
+    """The value of an integer literal expression (constants, + - * << >> & | ^ ~), or None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.USub)):
+        v = _int_value(node.operand)
+        return None if v is None else (~v if isinstance(node.op, ast.Invert) else -v)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _int_value(node.left), _int_value(node.right)
+        return None if a is None or b is None else _OPS[type(node.op)](a, b)
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        return _int_value(node.args[0])               # np.uint32(...), np.uint64(...), int(...)
+    return None
+
+
+def _bit_constant_definitions(path: Path, values: dict) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call) \
+                and getattr(node.value.func, "attr", None) in _NP_INTS:
+            v = _int_value(node.value)
+            if v is not None and v in values:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                             f"(= {values[v]}, {v:#x})")
+    return found
+
+
+def test_bit_constants_are_defined_once():
+    import softfloat._primitives as P
+
+    values = {int(getattr(P, n)): n for n in BIT_CONSTANTS}
+    bad = []
+    for path in _modules("softfloat"):
+        if path.name != "_primitives.py":
+            bad += _bit_constant_definitions(path, values)
+    assert not bad, ("bit constants defined again (import them from softfloat._primitives): "
+                     + ", ".join(bad))
+
+
+def test_bit_constant_finder_detects_a_copy(tmp_path, monkeypatch):
+    f = tmp_path / "k.py"
+    f.write_text("import numpy as np\n_EXPMASK = np.uint64(0x7FF)\nX = np.uint64(0x7FF << 52)\n"
+                 "OK = np.uint32(5)\nI32_MAX = (1 << 31) - 1\n"
+                 "def g():\n    Y = np.uint32(0x7FFFFFFF)\n")
+    values = {0x7FF: "F64_EXP_ALL_ONES", 0x7FF << 52: "F64_EXP_FIELD", 0x7FFFFFFF: "F32_ABS"}
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    found = _bit_constant_definitions(f, values)
+    # typed constants at module level only (a plain int such as int32's max is another thing)
+    assert [s.split(" ")[0] for s in found] == ["k.py:2", "k.py:3"]

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._intrinsics import absmax16, and32, gt32, sel32
-from .._primitives import F32_ABS
+from .._primitives import F32_ABS, F32_HIDDEN, F64_ABS
 from ..rng import random_bits
 from ._kernels_elem import OVERFLOW, code_byte, encode, ro_div, round_elem
 from ._kernels_fast import (block_consts, rne_consts, run_det, run_det_nv, run_rne, run_sr,
@@ -44,9 +44,6 @@ from ._kernels_scale import e8m0_code, e8m0_codes32, nvfp4_scale, nvfp4_scales32
 #: softfloat kernels.
 CHUNK = 1 << 14
 
-_ABS64 = np.uint64((1 << 63) - 1)
-_QNAN32 = np.uint32(0x7FC00000)
-_HID32 = np.uint32(0x00800000)
 
 
 def geometry(P, R, C, br, bc):
@@ -163,7 +160,7 @@ def _amax64(xbits, row0, nrow, c0, ncol, C):
     for r in range(nrow):
         i0 = (row0 + r) * C + c0
         for c in range(ncol):
-            amax = max(amax, np.uint64(xbits[i0 + c] & _ABS64))
+            amax = max(amax, np.uint64(xbits[i0 + c] & F64_ABS))
     return np.uint64(amax).view(np.float64)
 
 
@@ -181,7 +178,7 @@ def _chunk_scales(am, codes, vals, rcps, nv, rp, head, SE):
         return
     if e8m0_codes32(am, codes, rp):
         for k in range(am.size):
-            if am[k] < _HID32 and am[k] != 0:
+            if am[k] < F32_HIDDEN and am[k] != 0:
                 a = np.float64(np.uint32(am[k]).view(np.float32))
                 codes[k] = e8m0_code(a, rp[0], rp[1], rp[2], rp[3])
     for k in range(am.size):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .._primitives import F32_INF
+from .._primitives import F32_INF, F64_FRAC
 from ._kernels_elem import ro_div, round_elem
 
 __all__ = ["e8m0_code", "nvfp4_scale", "nv_head", "SCALE_EP", "FLOOR", "CEIL", "EVEN", "RCEIL",
@@ -25,7 +25,6 @@ __all__ = ["e8m0_code", "nvfp4_scale", "nv_head", "SCALE_EP", "FLOOR", "CEIL", "
 
 FLOOR, CEIL, EVEN, RCEIL, NVFP4 = 0, 1, 2, 3, 4
 
-_MASK52 = np.uint64((1 << 52) - 1)
 
 
 @njit(cache=True)
@@ -51,7 +50,7 @@ def e8m0_code(amax, rule, emax_elem, m_elem, max_frac):
         return np.int64(0)
     b = np.float64(amax).view(np.uint64)
     ef = np.int64(b >> np.uint64(52))
-    f = b & _MASK52
+    f = b & F64_FRAC
     if ef == 0:
         # subnormal float64: f = 1.f' * 2^L with L its bit length - 1
         L = np.int64(0)
@@ -60,7 +59,7 @@ def e8m0_code(amax, rule, emax_elem, m_elem, max_frac):
             t >>= np.uint64(1)
             L += 1
         k = L - 1074
-        f = (f << np.uint64(52 - L)) & _MASK52
+        f = (f << np.uint64(52 - L)) & F64_FRAC
     else:
         k = ef - 1023
     bump = 0
