@@ -419,7 +419,8 @@ def _say(bar, rec, progress):
 
 
 def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads=1,
-            progress=True, on_record=None, desc="runs", task=None, inline=False):
+            progress=True, on_record=None, desc="runs", task=None, inline=False,
+            keep_checkpoints=True):
     """Train every unfinished run of ``runs`` (pairs (run id, train config)) into
     OUT/runs/<run id>/; returns the records (the result.json contents), in the order of runs.
 
@@ -431,8 +432,10 @@ def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads
     same files, records and resume.  task: what trains one run (default :func:`train_task`;
     see there for the contract, and for the "extra" results stored per run).  on_record(record)
     is called here, in the caller's process, as each run finishes; progress: a tqdm bar over
-    the runs (else one log line per run).  Raises ValueError before anything starts when an id
-    is unsafe or repeated, a config is invalid, or a run directory holds another config.
+    the runs (else one log line per run).  keep_checkpoints=False: a run's checkpoint is
+    deleted once its result.json is written (a finished run is never resumed; they are most of
+    what a run directory weighs).  Raises ValueError before anything starts when an id is
+    unsafe or repeated, a config is invalid, or a run directory holds another config.
     """
     if client is not None and scheduler:
         raise ValueError("give a client or a scheduler address, not both")
@@ -460,6 +463,11 @@ def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads
 
     def finished(rid, cfg, run_dir, outcome):
         rec = records[rid] = _record(outcome, rid, cfg, run_dir)
+        if not keep_checkpoints and rec["status"] in _FINISHED:
+            from .trainer import CHECKPOINT
+
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(run_dir, CHECKPOINT))
         counts[rec["status"]] += 1
         bar.set_postfix(counts, refresh=False)
         bar.update(1)

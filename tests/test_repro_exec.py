@@ -154,6 +154,8 @@ def test_serial_and_two_workers_give_the_same_report(serial, client, tmp_path):
         ha, hb = (json.loads((d / "history.json").read_text()) for d in (a, b))
         assert _strip(ha) == _strip(hb), rid
         assert load_record(b)["status"] == "ok"
+        assert sorted(os.listdir(b)) == ["config.json", "extra.json", "history.json",
+                                         "result.json"], rid     # checkpoint gone once done
 
 
 def test_stored_results_are_what_the_runner_returns(serial):

@@ -244,12 +244,15 @@ def run_plan(plan, specs, out_dir, *, client=None, scheduler=None, workers=None,
     Without client, scheduler or workers the runs are trained here, one after the other, in
     this process; workers=N: on a local Dask cluster of N processes; scheduler / client: on an
     existing cluster (models.sweep_exec.execute).  Finished runs are skipped, unfinished ones
-    resume from their checkpoint.  Raises :class:`RunsFailed` (naming each failed run and its
-    error) when a run raised; the others are kept for the next attempt."""
+    resume from their checkpoint; a finished run's checkpoint is deleted (its stored results
+    are all the report needs, and checkpoints would be most of what OUT weighs).  Raises
+    :class:`RunsFailed` (naming each failed run and its error) when a run raised; the others
+    are kept for the next attempt."""
     inline = client is None and not scheduler and workers is None
     runner = Runner(specs, progress=progress and inline)
     records = execute(plan, out_dir, client=client, scheduler=scheduler, workers=workers,
-                      progress=progress, desc="reproduce", task=runner, inline=inline)
+                      progress=progress, desc="reproduce", task=runner, inline=inline,
+                      keep_checkpoints=False)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         lines = "; ".join(f"{r['id']}: {r['error']}" for r in failed)
