@@ -211,6 +211,11 @@ def _reproduce(args):
     except RunsFailed as exc:
         print(f"mpemu reproduce: {exc}", file=sys.stderr)
         return EXIT_RUN_FAILED
+    except KeyboardInterrupt:
+        print(f"mpemu reproduce: interrupted; the finished runs are stored in {out}/runs and "
+              "the others keep their last checkpoint: run the same command again to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"report written to {path}")
     return 0
 

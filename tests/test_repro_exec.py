@@ -8,6 +8,7 @@ configurations, two seeds, 8 steps):
 * an interrupted reproduce resumes: finished runs are skipped (their files untouched), the run
   cut off goes on from its checkpoint, observers' statistics and DFP-16 samples included, and
   the result is the uninterrupted one;
+* a run that raises is named (RunsFailed), recorded, and retried by the next attempt;
 * an output directory planned with other configs is refused, naming the run; another --only
   into the same directory reuses the runs it shares;
 * --workers < 1, --workers with --scheduler and an unreachable scheduler are clear errors.
@@ -30,7 +31,7 @@ import pytest
 from models.cli import main
 from models.repro import experiments
 from models.repro import studies as studies_mod
-from models.repro.runs import Runner, load_run, plan_runs
+from models.repro.runs import Runner, RunsFailed, load_run, plan_runs
 from models.sweep import local_cluster
 from models.sweep_exec import load_record
 from models.trainer import Trainer
@@ -202,6 +203,29 @@ def test_interrupted_reproduce_resumes_to_the_same_report(serial, tmp_path, monk
     assert _report(out) == _report(serial)
     assert (out / "runs" / INTERRUPTED / "extra.json").read_bytes() == \
         (serial / "runs" / INTERRUPTED / "extra.json").read_bytes()
+
+
+def test_a_failed_run_is_named_and_retried(serial, tmp_path, monkeypatch):
+    out = tmp_path / "f"
+    shutil.copytree(serial, out)
+    bad = "mlp/master_noscale/s0"
+    shutil.rmtree(out / "runs" / bad)
+    real = Trainer.train_step
+
+    def boom(self):
+        if self.label == bad:
+            raise RuntimeError("boom")
+        return real(self)
+
+    monkeypatch.setattr(Trainer, "train_step", boom)
+    with pytest.raises(RunsFailed, match=r"1 of 8 runs failed \(mlp/master_noscale/s0: "
+                                         r"RuntimeError: boom\).*run the same command again"):
+        _reproduce(out)
+    assert "Traceback" in load_record(out / "runs" / bad)["traceback"]
+    monkeypatch.setattr(Trainer, "train_step", real)
+    _reproduce(out)
+    assert load_record(out / "runs" / bad)["status"] == "ok"
+    assert _results(out) == _results(serial)
 
 
 def test_conflicting_plan_is_refused_and_another_only_reuses_runs(serial, tmp_path,
