@@ -1,8 +1,8 @@
 """``reproduce`` through the sweep executor (models.sweep_exec), on a tiny plan (two studies, four
 configurations, two seeds, 8 steps):
 
-* serially in this process and on a LocalCluster(n_workers=2, processes=True) on 127.0.0.1, the
-  stored per-run results, results.json and report.md are the same (timings and --out aside);
+* serially in this process and on a LocalCluster(n_workers=2, processes=True) on 127.0.0.1
+  (through its scheduler's address), the stored per-run results, results.json and report.md are the same (timings and --out aside);
 * what is stored per run and read back is what the Runner returns in memory (nothing lost in
   JSON: every float, the per-layer statistics, the DFP-16 chains, the tokens curve);
 * an interrupted reproduce resumes: finished runs are skipped (their files untouched), the run
@@ -144,8 +144,13 @@ def _same(a, b):
 
 
 def test_serial_and_two_workers_give_the_same_report(serial, client, tmp_path):
+    from distributed import get_task_stream
+
     par = tmp_path / "par"
-    _reproduce(par, client=client)
+    with get_task_stream(client) as stream:
+        _reproduce(par, scheduler=client.scheduler.address)     # as --scheduler ADDRESS does
+    tasks = [t for t in stream.data if t["key"].startswith("mpemu-")]
+    assert len(tasks) == len(_run_ids()) and len({t["worker"] for t in tasks}) == 2
     assert _results(par) == _results(serial)
     assert _report(par) == _report(serial)
     assert len(_report(serial)) > 100
