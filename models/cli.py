@@ -207,7 +207,8 @@ def _reproduce(args):
     only = [s.strip() for s in args.only.split(",")] if args.only else None
     try:
         path = reproduce(out, quick=args.quick, only=only, progress=not args.no_progress,
-                         workers=args.workers, scheduler=args.scheduler)
+                         workers=args.workers, scheduler=args.scheduler,
+                         threads=args.threads or 1)
     except RunsFailed as exc:
         print(f"mpemu reproduce: {exc}", file=sys.stderr)
         return EXIT_RUN_FAILED

@@ -46,10 +46,11 @@ def _environment():
 
 
 def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, workers=None,
-              scheduler=None, client=None):
+              scheduler=None, client=None, threads=1):
     """Run the studies and write report.md, results.json and the PNG figures into out_dir.
     ``seeds``: override the profile's seeds (3 quick, 5 full).  ``workers`` / ``scheduler`` /
-    ``client``: where the runs train (see the module docstring; default: in this process).
+    ``client``: where the runs train (see the module docstring; default: in this process);
+    ``threads``: Numba/BLAS threads of each worker of a local cluster.
     Returns the path of report.md."""
     t0 = time.perf_counter()
     profile = "quick" if quick else "full"
@@ -69,7 +70,7 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, work
     plan = plan_runs(specs, seeds)
     check_plan(plan, out_dir)
     results = run_plan(plan, specs, out_dir, client=client, scheduler=scheduler,
-                       workers=workers, progress=progress)
+                       workers=workers, threads=threads, progress=progress)
     t_runs = time.perf_counter() - t0
     models = assemble(specs, results, seeds)
     for m in models:

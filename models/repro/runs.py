@@ -25,7 +25,8 @@ from its checkpoint ends with the statistics of an uninterrupted run.  :func:`pl
 ``checkpoint.every`` so that each run saves about :data:`CHECKPOINTS_PER_RUN` checkpoints; that
 setting changes no number of the run.
 
-Imports numpy, tqdm, softfloat.dfp, models.trainer, models.sweep_exec and models.repro.*.
+Imports numpy, softfloat.dfp (lazily), models.config, models.trainer, models.sweep_exec (and so
+dask.distributed) and models.repro.*.
 """
 
 from __future__ import annotations
@@ -236,13 +237,14 @@ class RunsFailed(RuntimeError):
     """Some runs of a plan raised; the others are stored, and a rerun retries these."""
 
 
-def run_plan(plan, specs, out_dir, *, client=None, scheduler=None, workers=None,
+def run_plan(plan, specs, out_dir, *, client=None, scheduler=None, workers=None, threads=1,
              progress=True):
     """Run every unfinished run of ``plan`` into OUT/runs/ and return {run_id: result}, read
     back from the stored files (:func:`load_run`).
 
     Without client, scheduler or workers the runs are trained here, one after the other, in
-    this process; workers=N: on a local Dask cluster of N processes; scheduler / client: on an
+    this process; workers=N: on a local Dask cluster of N processes (``threads`` Numba/BLAS
+    threads each); scheduler / client: on an
     existing cluster (models.sweep_exec.execute).  Finished runs are skipped, unfinished ones
     resume from their checkpoint; a finished run's checkpoint is deleted (its stored results
     are all the report needs, and checkpoints would be most of what OUT weighs).  Raises
@@ -251,8 +253,8 @@ def run_plan(plan, specs, out_dir, *, client=None, scheduler=None, workers=None,
     inline = client is None and not scheduler and workers is None
     runner = Runner(specs, progress=progress and inline)
     records = execute(plan, out_dir, client=client, scheduler=scheduler, workers=workers,
-                      progress=progress, desc="reproduce", task=runner, inline=inline,
-                      keep_checkpoints=False)
+                      threads=threads, progress=progress, desc="reproduce", task=runner,
+                      inline=inline, keep_checkpoints=False)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         lines = "; ".join(f"{r['id']}: {r['error']}" for r in failed)
