@@ -1,16 +1,16 @@
 """The executor: any list of (run id, train config) pairs trained on Dask, one task per run.
 
-Provides :func:`execute`, :func:`local_cluster`, :func:`train_task` (the default task, and the
-contract of any other), :func:`watch_stop_file` and :func:`has_checkpoint` (for tasks),
-:func:`load_record` (a run's status and final numbers), :func:`load_result` (its whole history),
-:func:`load_extra` (a task's own results), :func:`check_run_dirs`, :func:`config_diff` and the
-atomic writers :func:`write_atomic` and :func:`atomic_path`.
+Provides :func:`execute`, :func:`local_cluster`, :func:`load_record` (a run's status and final
+numbers), :func:`load_result` (its whole history), :func:`check_run_dirs` and the atomic writers
+:func:`write_atomic` and :func:`atomic_path`.
 
-One executor serves ``mpemu sweep`` (the default task: a run as ``mpemu train`` trains it) and
-``mpemu reproduce`` (models.repro.runs.Runner: the same training with the repro observers,
-whose measurements come back as the task's "extra" part and are stored as RUN/extra.json before
-result.json).  ``inline=True`` trains the runs here, in this process, one after the other,
-without Dask, with the same files, records and resume.
+Also :func:`train_task` (the default task, and the contract of any other),
+:func:`watch_stop_file` and :func:`has_checkpoint` (for tasks), :func:`load_extra` (a task's
+own results) and :func:`config_diff`.  One executor serves ``mpemu sweep`` (the default task: a
+run as ``mpemu train`` trains it) and ``mpemu reproduce`` (models.repro.runs.Runner: the same
+training with the repro observers, whose measurements come back as the task's "extra" part and
+are stored as RUN/extra.json before result.json).  ``inline=True`` trains the runs here, in
+this process, one after the other, without Dask, with the same files, records and resume.
 
 ``execute(runs, out_dir)`` trains every run whose results are not complete yet, each as one
 ``dask.distributed`` task, on a :func:`local_cluster` of worker processes (the default), on the
@@ -49,7 +49,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import tempfile
 import traceback
 import uuid
@@ -319,6 +318,7 @@ def _default_workers():
 def _check_reachable(scheduler):
     """Refuse at once (ValueError) a tcp/tls scheduler address nothing listens on: Dask's
     client would retry for its whole timeout before saying so."""
+    import socket
     from urllib.parse import urlsplit
 
     address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
