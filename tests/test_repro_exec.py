@@ -8,6 +8,7 @@ configurations, two seeds, 8 steps):
 * an interrupted reproduce resumes: finished runs are skipped (their files untouched), the run
   cut off goes on from its checkpoint, observers' statistics and DFP-16 samples included, and
   the result is the uninterrupted one;
+* a checkpoint without the observers' state is not resumed from (the run starts afresh);
 * a run that raises is named (RunsFailed), recorded, and retried by the next attempt;
 * an output directory planned with other configs is refused, naming the run; another --only
   into the same directory reuses the runs it shares;
@@ -208,6 +209,35 @@ def test_interrupted_reproduce_resumes_to_the_same_report(serial, tmp_path, monk
     assert _report(out) == _report(serial)
     assert (out / "runs" / INTERRUPTED / "extra.json").read_bytes() == \
         (serial / "runs" / INTERRUPTED / "extra.json").read_bytes()
+
+
+def test_a_checkpoint_without_observer_state_is_not_resumed_from(serial, tmp_path, caplog):
+    """A checkpoint written without the repro observers (mpemu train) would resume a run whose
+    statistics lack the steps before it: the run starts afresh instead."""
+    out = tmp_path / "plain"
+    shutil.copytree(serial, out)
+    rid = "mlp/master_noscale/s1"
+    run_dir = out / "runs" / rid
+    shutil.rmtree(run_dir)
+    t = Trainer(dict(plan_runs(_tiny_studies("quick"), SEEDS))[rid], run_dir=str(run_dir),
+                progress=False)
+    real = t.train_step
+
+    def cut_off():
+        if t.step_no == 5:
+            raise KeyboardInterrupt
+        return real()
+
+    t.train_step = cut_off
+    with pytest.raises(KeyboardInterrupt):
+        t.fit()
+    assert t.saved_step == 4
+    _reproduce(out)
+    assert "holds no observer state; the run starts afresh" in caplog.text
+    assert load_record(run_dir)["resumed_from"] is None
+    assert (run_dir / "extra.json").read_bytes() == \
+        (serial / "runs" / rid / "extra.json").read_bytes()
+    assert _results(out) == _results(serial)
 
 
 def test_a_failed_run_is_named_and_retried(serial, tmp_path, monkeypatch):
