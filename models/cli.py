@@ -2,7 +2,8 @@
 
     mpemu --version
     mpemu train --config FILE [--out RUN_DIR] [--resume | --overwrite] [--steps N] [--no-progress]
-    mpemu reproduce [--quick] [--out DIR] [--only MODEL[,MODEL]] [--no-progress]
+    mpemu reproduce [--quick] [--out DIR] [--only MODEL[,MODEL]] [--workers N | --scheduler ADDR]
+                    [--no-progress]
     mpemu histogram RUN_DIR [--out DIR] [--format FMT] [--scale-log2 K | --step N]
     mpemu sweep --spec SPEC.json --out DIR [--workers N] [--scheduler ADDRESS] [--no-progress]
 
@@ -10,7 +11,10 @@
 checkpoint.ckpt}``; ``--resume`` continues from the checkpoint bit-identically; a directory that
 already holds a run is refused unless ``--resume`` or ``--overwrite`` (which deletes only the
 files a run writes) says what to do with it.  ``reproduce`` is the main job: every configuration
-of the paper's study on built-in data, then ``report.md``, ``results.json`` and the figures.
+of the paper's study on built-in data, then ``report.md``, ``results.json`` and the figures;
+its runs train in this process (or, with ``--workers``/``--scheduler``, on Dask through the
+sweep executor), each stored under OUT/runs/ as it finishes, so running it again into the same
+OUT resumes an interrupted reproduction.
 ``histogram`` reads RUN_DIR/history.json, draws the gradient exponent histograms the run recorded
 (paper Figures 2b and 3) for a target format and prints the underflow fractions.
 ``sweep`` runs an experiment grid on Dask (models.sweep; exit code 1 when a run failed).
@@ -107,6 +111,12 @@ def build_parser():
                    help="output folder (default: results/quick or results/full)")
     r.add_argument("--only", default=None,
                    help="comma-separated model keys to run (mlp, master, cnn, lstm, transformer)")
+    r.add_argument("--workers", type=int, default=None,
+                   help="train the runs on a local Dask cluster of N worker processes (one "
+                        "thread each); default: in this process, one run after the other")
+    r.add_argument("--scheduler", default=None,
+                   help="train the runs on an existing Dask cluster, e.g. tcp://host:8786 "
+                        "(its workers must see --out)")
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     s = sub.add_parser("sweep", help="run an experiment grid (a spec) on a Dask cluster")
@@ -183,11 +193,30 @@ def _train(args):
 
 
 def _reproduce(args):
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.workers is not None and args.scheduler:
+        raise ValueError("--workers sets the size of the local cluster; with --scheduler the "
+                         "existing cluster's workers run the reproduction")
     from .repro import reproduce
+    from .repro.runs import RunsFailed
 
+    if not args.verbose:    # the scheduler and nannies of a local cluster log here at INFO
+        logging.getLogger("distributed").setLevel(logging.ERROR)
     out = args.out or os.path.join("results", "quick" if args.quick else "full")
     only = [s.strip() for s in args.only.split(",")] if args.only else None
-    path = reproduce(out, quick=args.quick, only=only, progress=not args.no_progress)
+    try:
+        path = reproduce(out, quick=args.quick, only=only, progress=not args.no_progress,
+                         workers=args.workers, scheduler=args.scheduler,
+                         threads=args.threads or 1)
+    except RunsFailed as exc:
+        print(f"mpemu reproduce: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
+    except KeyboardInterrupt:
+        print(f"mpemu reproduce: interrupted; the finished runs are stored in {out}/runs and "
+              "the others keep their last checkpoint: run the same command again to resume",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"report written to {path}")
     return 0
 

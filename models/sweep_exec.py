@@ -4,6 +4,14 @@ Provides :func:`execute`, :func:`local_cluster`, :func:`load_record` (a run's st
 numbers), :func:`load_result` (its whole history), :func:`check_run_dirs`, and re-exports the
 atomic writers of models.atomic (:func:`write_atomic`, :func:`atomic_path`).
 
+Also :func:`train_task` (the default task, and the contract of any other),
+:func:`watch_stop_file` and :func:`has_checkpoint` (for tasks), :func:`load_extra` (a task's
+own results) and :func:`config_diff`.  One executor serves ``mpemu sweep`` (the default task: a
+run as ``mpemu train`` trains it) and ``mpemu reproduce`` (models.repro.runs.Runner: the same
+training with the repro observers, whose measurements come back as the task's "extra" part and
+are stored as RUN/extra.json before result.json).  ``inline=True`` trains the runs here, in
+this process, one after the other, without Dask, with the same files, records and resume.
+
 ``execute(runs, out_dir)`` trains every run whose results are not complete yet, each as one
 ``dask.distributed`` task, on a :func:`local_cluster` of worker processes (the default), on the
 cluster of ``scheduler="tcp://host:8786"`` or through a given ``client``.  A run trains exactly as
@@ -52,11 +60,13 @@ from .cli import _THREAD_VARS
 from .config import dumps, resolve_config
 from .jsonio import json_safe
 
-__all__ = ["RESULT", "STATUSES", "atomic_path", "check_run_dirs", "execute", "load_record",
-           "load_result", "local_cluster", "write_atomic"]
+__all__ = ["EXTRA", "RESULT", "STATUSES", "RunStopped", "atomic_path", "check_run_dirs",
+           "config_diff", "execute", "has_checkpoint", "load_extra", "load_record", "load_result",
+           "local_cluster", "train_task", "watch_stop_file", "write_atomic"]
 
 log = logging.getLogger("models.sweep")
 RESULT = "result.json"
+EXTRA = "extra.json"
 STATUSES = ("ok", "diverged", "failed", "pending")
 _FINISHED = ("ok", "diverged")
 _SAFE_PART = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._+-=,~")
@@ -109,25 +119,44 @@ class RunStopped(RuntimeError):
     """A run stopped between two steps because its sweep was interrupted (see execute)."""
 
 
-def _train_run(run_id, config, run_dir, stop_file=None):
-    """The task: one run, as ``mpemu train`` runs it (resumed from its checkpoint if any).
+def watch_stop_file(trainer, run_id, stop_file):
+    """Make ``trainer`` look for ``stop_file`` before each step and stop (:class:`RunStopped`)
+    when it exists (a stat, microseconds against milliseconds a step): Dask cannot stop a
+    running task, so this is how Ctrl-C reaches the runs already under way, wherever a worker
+    sees the output directory.  Nothing is changed when ``stop_file`` is None."""
+    if stop_file is None:
+        return
+    step = trainer.train_step
 
-    Before each step it looks for ``stop_file`` (a stat, microseconds against milliseconds a
-    step) and stops when it exists: Dask cannot stop a running task, so this is how Ctrl-C
-    reaches the runs already under way, wherever a worker sees the output directory."""
-    from .trainer import CHECKPOINT, Trainer
+    def train_step():
+        if os.path.exists(stop_file):
+            raise RunStopped(f"{run_id}: stopped at step {trainer.step_no} (interrupted)")
+        return step()
+
+    trainer.train_step = train_step     # fit() calls self.train_step: only this run's
+
+
+def has_checkpoint(run_dir):
+    """True when ``run_dir`` holds a checkpoint an earlier attempt of its run left."""
+    from .trainer import CHECKPOINT
+
+    return os.path.isfile(os.path.join(run_dir, CHECKPOINT))
+
+
+def train_task(run_id, config, run_dir, stop_file=None):
+    """The default task: one run, as ``mpemu train`` runs it (resumed from its checkpoint if
+    any); returns the trainer's result with "resumed_from" (the step resumed from, or None).
+
+    A task is any picklable callable ``task(run_id, config, run_dir, stop_file)`` that trains
+    the run into ``run_dir`` (checkpoints there, resuming from one), honours ``stop_file``
+    (:func:`watch_stop_file`) and returns the trainer's result plus "resumed_from" and,
+    optionally, "extra": a JSON-able dict of the task's own results, which :func:`execute`
+    stores as RUN/extra.json (read back with :func:`load_extra`)."""
+    from .trainer import Trainer
 
     trainer = Trainer(config, run_dir=run_dir, progress=False, label=run_id)
-    if stop_file is not None:
-        step = trainer.train_step
-
-        def train_step():
-            if os.path.exists(stop_file):
-                raise RunStopped(f"{run_id}: stopped at step {trainer.step_no} (interrupted)")
-            return step()
-
-        trainer.train_step = train_step     # fit() calls self.train_step: only this run's
-    resumed = trainer.resume() if os.path.isfile(os.path.join(run_dir, CHECKPOINT)) else None
+    watch_stop_file(trainer, run_id, stop_file)
+    resumed = trainer.resume() if has_checkpoint(run_dir) else None
     result = trainer.fit()
     result["resumed_from"] = resumed
     return result
@@ -171,6 +200,28 @@ def load_record(run_dir):
     return rec
 
 
+def _unjson_deep(obj):
+    """json_safe wrote non-finite floats as the strings "nan", "inf", "-inf": read them back as
+    floats, at any depth."""
+    if isinstance(obj, dict):
+        return {k: _unjson_deep(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unjson_deep(v) for v in obj]
+    if obj in ("nan", "inf", "-inf"):
+        return float(obj)
+    return obj
+
+
+def load_extra(run_dir):
+    """The extra results a task stored for a run (RUN/extra.json: see :func:`train_task`),
+    non-finite numbers back as floats, or None where there are none."""
+    try:
+        with open(os.path.join(run_dir, EXTRA), encoding="utf-8") as fh:
+            return _unjson_deep(json.load(fh))
+    except (OSError, ValueError):
+        return None
+
+
 def _check_runs(runs):
     out, seen = [], {}
     for rid, cfg in runs:
@@ -199,10 +250,15 @@ def check_run_dirs(runs, out_dir):
             continue    # an interrupted write of a run that never checkpointed: rerun it
         new = json.loads(dumps(cfg))
         if old != new:
-            keys = sorted(_diff(old, new))
+            keys = config_diff(old, new)
             raise ValueError(f"{os.path.dirname(path)} holds run {rid!r} made with another "
                              f"config (differs in: {', '.join(keys)}); write to another output "
                              "directory, or remove that run directory to rerun it")
+
+
+def config_diff(a, b):
+    """The dotted keys in which two configs (nested dicts) differ, sorted."""
+    return sorted(_diff(a, b))
 
 
 def _diff(a, b, prefix=""):
@@ -229,6 +285,31 @@ def _default_workers():
         return os.cpu_count() or 1
 
 
+def _check_reachable(scheduler):
+    """Refuse at once (ValueError) a tcp/tls scheduler address nothing listens on: Dask's
+    client would retry for its whole timeout before saying so."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = scheduler if "://" in scheduler else f"tcp://{scheduler}"
+    parts = urlsplit(address)
+    if parts.scheme not in ("tcp", "tls"):
+        return      # other transports (inproc, ws, ucx): left to Dask
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise ValueError(f"scheduler {scheduler!r}: not an address of the form "
+                         "tcp://host:port (e.g. tcp://127.0.0.1:8786)")
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        raise ValueError(f"scheduler {scheduler!r}: cannot connect to {host}:{port} "
+                         f"({exc.strerror or exc}); is a Dask scheduler running there?") \
+            from None
+
+
 def _connect(client, scheduler, workers, threads):
     """(client, things to close afterwards): the given client, one to ``scheduler`` (the
     cluster itself is never closed), or a new local cluster and its client."""
@@ -237,6 +318,7 @@ def _connect(client, scheduler, workers, threads):
     from distributed import Client
 
     if scheduler:
+        _check_reachable(scheduler)
         try:
             c = Client(scheduler, timeout="30s")
         except (OSError, TimeoutError) as exc:
@@ -267,11 +349,30 @@ def _record(fut, rid, cfg, run_dir):
                "error": (final["failure"] or "the training loss is not finite") if diverged
                else None, "traceback": None, "metric": result["metric"], "final": final,
                "resumed_from": result.pop("resumed_from"), "config": cfg}
+        extra = result.pop("extra", None)
+        if extra is not None:   # before result.json: a finished run has its extras
+            _write_json(os.path.join(run_dir, EXTRA), extra)
         # what the trainer wrote on the worker, rewritten atomically here (and so also present
         # where the worker does not share this file system)
         _write_json(os.path.join(run_dir, "history.json"), result)
     _write_json(os.path.join(run_dir, RESULT), rec)
     return rec
+
+
+class _Inline:
+    """The outcome of a task run here, in this process, with a future's result(): the value,
+    or the task's exception raised again (KeyboardInterrupt is not caught: it goes on)."""
+
+    def __init__(self, task, *args):
+        try:
+            self.value, self.exc = task(*args), None
+        except Exception as exc:  # noqa: BLE001 (recorded by _record, as a worker's would be)
+            self.value, self.exc = None, exc
+
+    def result(self):
+        if self.exc is not None:
+            raise self.exc
+        return self.value
 
 
 def _say(bar, rec, progress):
@@ -288,25 +389,35 @@ def _say(bar, rec, progress):
 
 
 def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads=1,
-            progress=True, on_record=None, desc="runs"):
+            progress=True, on_record=None, desc="runs", task=None, inline=False,
+            keep_checkpoints=True):
     """Train every unfinished run of ``runs`` (pairs (run id, train config)) into
     OUT/runs/<run id>/; returns the records (the result.json contents), in the order of runs.
 
     client: a ``distributed.Client`` to use (left open); scheduler: the address of an existing
     cluster (its client is closed afterwards, the cluster never); neither: a local cluster of
     ``workers`` processes (default: the usable cores, at most one per run to do) with
-    ``threads`` Numba/BLAS threads each, closed at the end.  on_record(record) is called here,
-    in the caller's process, as each run finishes; progress: a tqdm bar over the runs (else one
-    log line per run).  Raises ValueError before anything starts when an id is unsafe or
-    repeated, a config is invalid, or a run directory holds another config.
+    ``threads`` Numba/BLAS threads each, closed at the end.  inline=True: no Dask at all, the
+    runs are trained here, one after the other, in this process (its thread settings), with the
+    same files, records and resume.  task: what trains one run (default :func:`train_task`;
+    see there for the contract, and for the "extra" results stored per run).  on_record(record)
+    is called here, in the caller's process, as each run finishes; progress: a tqdm bar over
+    the runs (else one log line per run).  keep_checkpoints=False: a run's checkpoint is
+    deleted once its result.json is written (a finished run is never resumed; they are most of
+    what a run directory weighs).  Raises ValueError before anything starts when an id is
+    unsafe or repeated, a config is invalid, or a run directory holds another config.
     """
     if client is not None and scheduler:
         raise ValueError("give a client or a scheduler address, not both")
+    if inline and (client is not None or scheduler or workers is not None):
+        raise ValueError("inline runs here, in this process: give no client, scheduler or "
+                         "workers with it")
     if workers is not None and (client is not None or scheduler):
         raise ValueError("workers: only for the local cluster; an existing cluster runs the "
                          "runs on its own workers")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    task = train_task if task is None else task
     runs = _check_runs(runs)
     runs_dir = os.path.join(os.fspath(out_dir), "runs")
     check_run_dirs(runs, out_dir)
@@ -318,10 +429,36 @@ def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads
     todo = [(rid, cfg) for rid, cfg in runs if rid not in records]
     counts = {s: sum(r["status"] == s for r in records.values()) for s in STATUSES[:3]}
     bar = tqdm(total=len(runs), initial=len(records), desc=desc, unit="run", dynamic_ncols=True,
-               disable=not progress, postfix=counts)
+               disable=not progress, postfix=counts, position=0)
+
+    def finished(rid, cfg, run_dir, outcome):
+        rec = records[rid] = _record(outcome, rid, cfg, run_dir)
+        if not keep_checkpoints and rec["status"] in _FINISHED:
+            from .trainer import CHECKPOINT
+
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(run_dir, CHECKPOINT))
+        counts[rec["status"]] += 1
+        bar.set_postfix(counts, refresh=False)
+        bar.update(1)
+        _say(bar, rec, progress)
+        if on_record is not None:
+            on_record(rec)
+
+    def prepare(rid, cfg):
+        run_dir = os.path.abspath(os.path.join(runs_dir, rid))
+        _remove_stale_temps(run_dir)
+        write_atomic(os.path.join(run_dir, "config.json"), dumps(cfg) + "\n")
+        return run_dir
+
     to_close, pending, stop_file = [], {}, None
     try:
-        if todo:
+        if todo and inline:
+            for rid, cfg in todo:
+                bar.set_postfix_str(rid)
+                run_dir = prepare(rid, cfg)
+                finished(rid, cfg, run_dir, _Inline(task, rid, cfg, run_dir, None))
+        elif todo:
             n = min(workers or _default_workers(), len(todo))
             client, to_close = _connect(client, scheduler, n, threads)
             from distributed import as_completed
@@ -329,22 +466,14 @@ def execute(runs, out_dir, *, client=None, scheduler=None, workers=None, threads
             token = uuid.uuid4().hex[:8]
             stop_file = os.path.abspath(os.path.join(out_dir, f".stop-{token}"))
             for rid, cfg in todo:
-                run_dir = os.path.abspath(os.path.join(runs_dir, rid))
-                _remove_stale_temps(run_dir)
-                write_atomic(os.path.join(run_dir, "config.json"), dumps(cfg) + "\n")
-                fut = client.submit(_train_run, rid, cfg, run_dir, stop_file,
+                run_dir = prepare(rid, cfg)
+                fut = client.submit(task, rid, cfg, run_dir, stop_file,
                                     key=f"mpemu-{token}-{rid}", pure=False)
                 pending[fut] = (rid, cfg, run_dir)
             for fut in as_completed(list(pending)):
                 rid, cfg, run_dir = pending.pop(fut)
-                rec = records[rid] = _record(fut, rid, cfg, run_dir)
+                finished(rid, cfg, run_dir, fut)
                 fut.release()
-                counts[rec["status"]] += 1
-                bar.set_postfix(counts, refresh=False)
-                bar.update(1)
-                _say(bar, rec, progress)
-                if on_record is not None:
-                    on_record(rec)
     except KeyboardInterrupt:
         if pending:
             write_atomic(stop_file, "interrupted\n")     # running tasks stop at their next step

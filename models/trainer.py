@@ -87,7 +87,9 @@ class Trainer:
         # Optional statistics hook (models.repro uses it for per-layer statistics): on the
         # histogram steps, observer.gradients(trainer, step, scale) after backward, and
         # observer.updates(trainer, step, before, nonzero) after an applied step.  None: off.
-        # Its state is the observer's own (not saved in checkpoints).
+        # Its state is the observer's own; an observer with state_dict() / load_state_dict(state)
+        # has it saved in checkpoints (key "observer") and handed back on resume (None when the
+        # checkpoint holds none), so a resumed run's statistics are an uninterrupted run's.
         self.observer = observer
         self.run_dir, self.progress, self.position = run_dir, progress, position
         self.leave = leave  # keep the finished progress bar on screen
@@ -331,7 +333,11 @@ class Trainer:
                 "engine_rng": autograd.get_rng_state(), "history": self.history,
                 "hists": {k: v.to_dict() for k, v in self.hists.items()},
                 "lost_counts": list(self.lost_counts), "failure": self.failure,
-                "wall_s": self.wall_s}
+                "wall_s": self.wall_s, **self._observer_state()}
+
+    def _observer_state(self):
+        keep = getattr(self.observer, "state_dict", None)
+        return {"observer": keep()} if keep is not None else {}
 
     def load_state_dict(self, state):
         saved = dict(state["config"])
@@ -354,6 +360,9 @@ class Trainer:
         self.lost_counts = list(state["lost_counts"])
         self.failure, self.wall_s = state["failure"], float(state["wall_s"])
         self.step_no = int(state["step"])
+        restore = getattr(self.observer, "load_state_dict", None)
+        if restore is not None:
+            restore(state.get("observer"))
 
     def save(self, path=None):
         path = path or os.path.join(self.run_dir, CHECKPOINT)

@@ -12,7 +12,7 @@ chains by length; ``natural``: tokens per batch), seeds aggregated into study su
     reproduce("results/demo", quick=True)        # what ``make demo`` runs
 
 Imports models.*, autograd, softfloat, numpy and tqdm (matplotlib only through models.figures,
-lazily).
+lazily; dask.distributed through models.sweep_exec, the executor of the runs).
 """
 
 from .experiments import reproduce

@@ -3,8 +3,14 @@ the figures, judges the paper's claims against the numbers and writes report.md 
 results.json.
 
 The run list is explicit: :func:`models.repro.runs.plan_runs` gives every (run id, config),
-executed here in order by :func:`models.repro.runs.execute`; an experiment executor (a Dask
-sweep) can take the same list and the same :class:`models.repro.runs.Runner`.
+every seed a run of its own; :func:`models.repro.runs.run_plan` trains them through the sweep
+executor (models.sweep_exec): here, in this process, one after the other by default; with
+``workers=N`` on a local Dask cluster of N worker processes; with ``scheduler=ADDRESS`` (or a
+``client``) on an existing cluster.  Each run's results are stored as it finishes under
+OUT/runs/<run id>/, so an interrupted reproduce run again into the same OUT skips the finished
+runs and resumes the others from their last checkpoint; OUT/plan.json keeps the plan, and an OUT
+planned with other configs (another profile, changed studies) is refused before anything runs.
+The report is built from the stored results, whichever way they were computed.
 
 A claim is "shown" only when the numbers say so, by the rules in models.repro.findings (stated
 in the report with the numbers they were applied to, judged on means over seeds); otherwise the
@@ -24,7 +30,7 @@ from .aggregate import assemble
 from .figs import global_figures, study_figures
 from .findings import findings, needs_device
 from .report import write_report, write_results_json
-from .runs import Runner, execute, plan_runs
+from .runs import check_plan, plan_runs, run_plan
 from .studies import mnist_dir, seeds_of, studies
 
 __all__ = ["findings", "reproduce"]
@@ -39,10 +45,13 @@ def _environment():
             "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
-def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None):
+def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, workers=None,
+              scheduler=None, client=None, threads=1):
     """Run the studies and write report.md, results.json and the PNG figures into out_dir.
-    ``seeds``: override the profile's seeds (3 quick, 5 full).  Returns the path of
-    report.md."""
+    ``seeds``: override the profile's seeds (3 quick, 5 full).  ``workers`` / ``scheduler`` /
+    ``client``: where the runs train (see the module docstring; default: in this process);
+    ``threads``: Numba/BLAS threads of each worker of a local cluster.
+    Returns the path of report.md."""
     t0 = time.perf_counter()
     profile = "quick" if quick else "full"
     specs = studies(profile)
@@ -53,14 +62,15 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None):
             raise ValueError(f"--only: unknown study {bad[0]!r}; accepted: {', '.join(keys)}")
         specs = [s for s in specs if s["key"] in only]
     seeds = tuple(seeds) if seeds is not None else seeds_of(profile)
-    os.makedirs(out_dir, exist_ok=True)
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers is not None and (scheduler or client is not None):
+        raise ValueError("workers sets the size of a local cluster; with a scheduler or a "
+                         "client the existing cluster's workers run the reproduction")
     plan = plan_runs(specs, seeds)
-    write = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        write = tqdm.write  # above the bars, not through them
-    results = execute(plan, Runner(specs, progress=progress), progress=progress, write=write)
+    check_plan(plan, out_dir)
+    results = run_plan(plan, specs, out_dir, client=client, scheduler=scheduler,
+                       workers=workers, threads=threads, progress=progress)
     t_runs = time.perf_counter() - t0
     models = assemble(specs, results, seeds)
     for m in models:
