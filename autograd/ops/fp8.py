@@ -22,6 +22,7 @@ import numpy as np
 from .. import _backend as B
 from .._tensor import OnGrid, Tensor, is_grad_enabled, make
 from ..policy import current_policy
+from .block import block_linear
 from .matmul import linear
 
 __all__ = ["fp8_linear", "recipe_linear"]
@@ -79,7 +80,13 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Tensor | None, state) -> Tensor:
 
 def recipe_linear(module, x, weight, bias=None) -> Tensor:
     """What a module's GEMM runs: ``fp8_linear`` with the module's recipe state when the active
-    policy has an fp8 recipe, else ``linear``."""
+    policy has an fp8 recipe, ``block_linear`` (autograd.ops.block) under a block recipe, and
+    ``linear`` without a recipe or for one of NVFP4's bf16 last layers."""
     if current_policy().recipe is None:
         return linear(x, weight, bias)
-    return fp8_linear(x, weight, bias, module.__dict__.get("_recipe_state"))
+    st = module.__dict__.get("_recipe_state")
+    if getattr(st, "kind", None) == "block":
+        if st.high_precision:
+            return linear(x, weight, bias)
+        return block_linear(x, weight, bias, st)
+    return fp8_linear(x, weight, bias, st)
