@@ -172,6 +172,11 @@ SCHEMA = {
         # steps at which one gradient element is set to +Inf after backward: a simulated
         # overflow, to watch how each loss scaler reacts (skip, back off, hysteresis)
         "inject_overflow_steps": Field("list[int]", [], minimum=0),
+        # steps at which the loss gradient is multiplied by amax_jump_factor before backward
+        # and every weight gradient divided by it after (exact for a power of two): a sudden
+        # amax jump of every output gradient, to watch how an fp8 recipe's scales react
+        "inject_amax_jump_steps": Field("list[int]", [], minimum=0),
+        "amax_jump_factor": Field(float, 1024.0, minimum=0.0, exclusive_minimum=True),
     },
     "opt_level": Field(str, None, nullable=True, choices=("O0", "O1", "O2", "O3")),
     # DeepSpeed's "fp16" block: its keys and defaults are scalers.config's (the one place that
