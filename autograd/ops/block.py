@@ -22,23 +22,30 @@ from .. import _backend as B
 from .._tensor import OnGrid, Tensor, is_grad_enabled, make
 from ..policy import current_policy
 
-__all__ = ["block_linear"]
+__all__ = ["block_linear", "check_recipe_linear"]
+
+
+def check_recipe_linear(op: str, x, weight, bias, state):
+    """The active policy, after checking the arguments of a recipe GEMM ``op`` (fp8_linear,
+    block_linear): a recipe policy, the module's state for that recipe, Tensors that fit."""
+    pol = current_policy()
+    if pol.recipe is None or state is None or state.recipe != pol.recipe:
+        raise ValueError(f"{op} needs the active policy's recipe and the module's state for it: "
+                         "set the policy on the model (model.set_policy(...))")
+    for name, t in (("x", x), ("weight", weight)) + ((("bias", bias),) if bias is not None else ()):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"{op}: x {x.shape} and weight {weight.shape} do not fit "
+                         "(weight (out, in), x (..., in))")
+    return pol
 
 
 def block_linear(x: Tensor, weight: Tensor, bias: Tensor | None, state) -> Tensor:
     """``linear(x, weight, bias)`` under the active policy's block recipe, with ``state`` (the
     module's BlockGemmState) quantizing the operands and recording statistics while gradients
     are enabled."""
-    pol = current_policy()
-    if pol.recipe is None or state is None or state.recipe != pol.recipe:
-        raise ValueError("block_linear needs the active policy's recipe and the module's state "
-                         "for it: set the policy on the model (model.set_policy(...))")
-    for name, t in (("x", x), ("weight", weight)) + ((("bias", bias),) if bias is not None else ()):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"block_linear: {name} must be a Tensor, got {type(t).__name__}")
-    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"block_linear: x {x.shape} and weight {weight.shape} do not fit "
-                         "(weight (out, in), x (..., in))")
+    pol = check_recipe_linear("block_linear", x, weight, bias, state)
     record = is_grad_enabled()
     n_in, n_out = weight.shape[1], weight.shape[0]
     # Values of bf16 (or narrower) grids: their float32 copies are exact.
