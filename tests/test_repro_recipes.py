@@ -16,7 +16,8 @@ from models.trainer import Trainer
 
 
 def test_the_study_is_in_both_profiles_with_every_recipe():
-    for profile, keys in (("quick", {"recipes"}), ("full", {"recipes", "recipes_tf"})):
+    for profile, keys in (("quick", {"recipes", "recipes_tf"}),
+                          ("full", {"recipes", "recipes_tf"})):
         found = {s["key"]: s for s in studies(profile) if s["key"].startswith("recipes")}
         assert set(found) == keys
         for s in found.values():

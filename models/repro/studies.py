@@ -406,14 +406,13 @@ def studies(profile):
          variants=RECIPE_VARIANTS, steps=40 if q else 300, eval_every=40 if q else 100,
          hist_every=0, settings=[rc_note])
     out[-1]["spikes"] = jumps
-    if not q:
-        jt = [60]
-        _add(out, q, "recipes_tf", "FP8 and FP4 recipes (tiny transformer)",
-             rc_desc + "  Model and data as the transformer study.", tf_base,
-             variants=RECIPE_VARIANTS, steps=120, eval_every=60, hist_every=0,
-             eval_batches=2, full_eval_batches=8, settings=[rc_note.replace(
-                 f"step {jumps[0]}", f"step {jt[0]}")])
-        out[-1]["spikes"] = jt
+    jt = [6] if q else [60]
+    _add(out, q, "recipes_tf", "FP8 and FP4 recipes (tiny transformer)",
+         rc_desc + "  Model and data as the transformer study.", tf_base,
+         variants=RECIPE_VARIANTS, steps=12 if q else 120, eval_every=12 if q else 60,
+         hist_every=0, eval_batches=1, full_eval_batches=8,
+         settings=[rc_note.replace(f"step {jumps[0]}", f"step {jt[0]}")])
+    out[-1]["spikes"] = jt
 
     d = None if q else mnist_dir()
     if d:
