@@ -412,17 +412,15 @@ def record_histograms(model, enabled: bool = True) -> None:
     """Also record, per recipe GEMM operand and step, the histogram of the SCALED values
     x * scale (autograd.instrument.tensor_stats: floor(log2|v|) bins, and the counts that
     underflow, become subnormal or overflow in the operand's fp8 format): the paper's Fig. 3
-    picture for fp8.  Rows of fp8_stats then carry "hist" (TensorStats.to_dict())."""
+    picture for fp8.  Rows of fp8_stats then carry "hist" (TensorStats.to_dict()).  Block
+    recipes: the values divided by their block (and tensor) scales, against the element format
+    (autograd/recipes_block.py)."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be True or False, got {enabled!r}")
-    states = [m.__dict__.get("_recipe_state") for _, m in model.named_modules()]
-    states = [st for st in states if st is not None]
-    if enabled and any(isinstance(st, BlockGemmState) for st in states):
-        raise ValueError("record_histograms: histograms of scaled values are recorded for the "
-                         "per-tensor recipes (DelayedScaling, Float8CurrentScaling) only, not "
-                         "for the block recipes (MXFP8BlockScaling, NVFP4BlockScaling)")
-    for st in states:
-        st.histograms = enabled
+    for _, m in model.named_modules():
+        st = m.__dict__.get("_recipe_state")
+        if st is not None:
+            st.histograms = enabled
 
 
 def fp8_stats(model, *, open_step_only: bool = False) -> list[dict]:

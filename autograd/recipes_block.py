@@ -55,9 +55,12 @@ recipes).  Instrumentation per operand and step (``autograd.recipes.fp8_stats`` 
 largest magnitude cast), saturated and flushed-to-zero element counts and numel, summed over the
 operand's casts in the step (x and dY are cast twice, rowwise and columnwise; W twice), and for
 NVFP4 the tensor scale of the operand's last cast (``scale`` is None: there is no per-tensor
-scale).  Histograms of scaled values are not recorded for block recipes.
+scale).  With ``autograd.recipes.record_histograms(model)`` a row also carries the histogram of
+the scaled values x / (block scale * tensor scale) (computed in float64, before the element
+rounding) against the element format (e4m3fn, e5m2 or e2m1: underflow, subnormal, overflow =
+at or beyond max + ulp/2, which the cast saturates).
 
-Imports numpy, dataclasses and the engine's _backend (its door to softfloat) only.
+Imports numpy, dataclasses, the engine's _backend (its door to softfloat) and instrument only.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _backend as B
+from .instrument import tensor_stats
 
 __all__ = ["BlockGemmState", "MXFP8BlockScaling", "NVFP4BlockScaling"]
 
@@ -82,6 +86,20 @@ NVFP4_SCALE_MIN = 2.0 ** -9
 #: fl32(1 / t) / 2^-9 must stay finite for softfloat.mx: 1 / t < 2^119, i.e. t > 2^-119.
 _T_MIN = np.float32(2.0 ** -119)
 OPERANDS = ("input", "weight", "grad_output")
+#: The element format of each block format (the grid of the scaled values).
+ELEMENT_FORMATS = {"mxfp8_e4m3": "e4m3fn", "mxfp8_e5m2": "e5m2", "nvfp4": "e2m1"}
+_SAT_ELEM: dict = {}
+
+
+def _saturating_element(name: str):
+    """The element format with saturating overflow, so that tensor_stats counts as overflow
+    the values at or beyond max + ulp/2 (e2m1 itself has no Inf to overflow to)."""
+    fmt = _SAT_ELEM.get(name)
+    if fmt is None:
+        base = B.get_fmt(ELEMENT_FORMATS[name])
+        fmt = _SAT_ELEM[name] = dataclasses.replace(base, name=f"{base.name}_satfinite",
+                                                   saturate=True)
+    return fmt
 
 
 def _bool(name: str, value) -> bool:
@@ -252,6 +270,12 @@ class BlockGemmState:
             st["casts"] += 1
             if self.nvfp4:
                 st["tensor_scale"] = 1.0 if t is None else t
+            if self.histograms:
+                # the scaled values x / (block scale * tensor scale), before element rounding
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    xs = x.astype(np.float64) / q.block_scales()
+                h = tensor_stats(xs, formats=(_saturating_element(fmt),))
+                st["hist"] = h if "hist" not in st else st["hist"].merge(h)
         return q
 
     def _rht_seed(self, pol) -> int:
@@ -304,6 +328,8 @@ class BlockGemmState:
                    "flushed": s["flushed"], "numel": s["numel"], "casts": s["casts"]}
             if self.nvfp4:
                 row["tensor_scale"] = s["tensor_scale"]
+            if "hist" in s:
+                row["hist"] = s["hist"].to_dict()
             rows.append(row)
         return rows
 

@@ -5,13 +5,15 @@ NVFP4BlockScaling as the precision policies mxfp8 and nvfp4.
   2-layer model against a reference written here from softfloat.mx calls and the rules (which
   operand is blocked along which axis, E8M0 rceil scales, NVFP4 tensor scales, 16x16 weight
   tiles, stochastic rounding of gradients with its seeds, the Hadamard transform of the wgrad
-  operands), every number compared bit for bit; the ablations switch exactly their piece off;
+  operands), every number compared bit for bit, the histograms of the scaled values included;
+  the ablations switch exactly their piece off;
 - bit-identical resume mid-run (NVFP4's stochastic-rounding counter travels in state_dict);
 - policies, JSON, configs and errors that name the accepted values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -29,6 +31,7 @@ from autograd.recipes import (
     recipe_from_dict,
     record_histograms,
 )
+from autograd.instrument import tensor_stats
 from autograd.recipes_block import RHT_STREAM, SR_STREAM
 from softfloat import mx
 
@@ -122,6 +125,10 @@ class Ref:
         s["flushed"] += q.flushed
         s["numel"] += a.size
         s["casts"] += 1
+        elem = {"mxfp8_e4m3": "e4m3fn", "mxfp8_e5m2": "e5m2", "nvfp4": "e2m1"}[fmt]
+        sat = dataclasses.replace(sf.get_format(elem), name=f"{elem}_satfinite", saturate=True)
+        h = tensor_stats(a.astype(np.float64) / q.block_scales(), formats=(sat,))
+        s["hist"] = h if "hist" not in s else s["hist"].merge(h)
         if self.nv:
             t = _tensor_scale(a)
             s["tensor_scale"] = 1.0 if t is None else t
@@ -163,9 +170,11 @@ def test_every_operand_gemm_and_statistic_of_a_2_layer_model_against_mx_referenc
     steps = 3
     xs, ys = _data(steps)
     model, opt = _model(recipe)
+    record_histograms(model)
     cap = {}
     _train(model, opt, xs, ys, capture=cap)
     rows = fp8_stats(model)
+    assert all("hist" in r for r in rows)
     ref = Ref(recipe)
     for k in range(steps):
         ref.stats = {}
@@ -183,6 +192,7 @@ def test_every_operand_gemm_and_statistic_of_a_2_layer_model_against_mx_referenc
             r = got[(("0", "2")[i], op)]
             assert r["scale"] is None
             for f, v in s.items():
+                v = v.to_dict() if f == "hist" else v
                 assert r[f] == v, (k, i, op, f, r[f], v)
     # the ablations switch exactly their piece off: the weight gradients differ from the full
     # recipe's (a check that can fail: the operands of the full recipe are not those)
@@ -289,8 +299,6 @@ def test_bad_block_recipe_arguments_name_the_accepted_values():
     with pytest.raises(ValueError, match="unknown argument.*margin.*accepted"):
         recipe_from_dict({"type": "MXFP8BlockScaling", "margin": 0})
     model, _ = _model("nvfp4")
-    with pytest.raises(ValueError, match="per-tensor recipes .* only"):
-        record_histograms(model)
     with pytest.raises(ValueError, match="0.fp8.sr_calls.*non-negative integer"):
         model.load_state_dict({"0.fp8.sr_calls": np.array(-1)}, strict=False)
 
