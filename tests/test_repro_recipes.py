@@ -10,7 +10,7 @@ import pytest
 
 from models.repro.aggregate import assemble
 from models.repro.recipestats import recipe_finding, recipe_section
-from models.repro.runs import Runner, execute, plan_runs
+from models.repro.runs import Runner, parse_run_id, plan_runs
 from models.repro.studies import RECIPE_VARIANTS, studies, variant_config
 from models.trainer import Trainer
 
@@ -56,8 +56,13 @@ def test_study_statistics_table_and_finding():
     spec["variants"] = ["rc_bf16", "rc_delayed_recent_16", "rc_current", "rc_nvfp4"]
     spec["base"]["budget"].update(steps=8, eval_every=8, eval_batches=1)
     spec["spikes"] = [4]
-    plan = plan_runs([spec], (0,))
-    models = assemble([spec], execute(plan, Runner([spec]), progress=False), (0,))
+    runner, results = Runner([spec]), {}
+    for rid, cfg in plan_runs([spec], (0,)):      # in this process, as an executor would
+        r = runner(rid, cfg)
+        r.update(r.pop("extra", None) or {})
+        study, key, seed = parse_run_id(rid)
+        results[rid] = {**r, "run_id": rid, "study": study, "key": key, "seed": seed}
+    models = assemble([spec], results, (0,))
     c = {x["key"]: x for x in models[0]["configs"]}
     assert c["rc_bf16"]["recipe"]["progress_bf16"]["mean"] == pytest.approx(1.0)
     assert not c["rc_bf16"]["recipe"]["has_recipe"]
