@@ -250,7 +250,7 @@ class Policy:
                 f"model {_label(self.model_format)}"
                 f"{' (batch-norm fp32)' if self.keep_batchnorm_fp32 else ''}, master weights "
                 f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}"
-                f"{'' if self.recipe is None else f', fp8 recipe {self.recipe}'}")
+                f"{'' if self.recipe is None else f', {_recipe_kind(self.recipe)} {self.recipe}'}")
 
     # ----- activation for a block of code ---------------------------------------------------
     def __enter__(self):
@@ -302,6 +302,11 @@ def _format_json(value):
         out[k] = bool(v) if isinstance(v, (bool, np.bool_)) else (
             int(v) if isinstance(v, np.integer) else v)
     return out
+
+
+def _recipe_kind(rec) -> str:
+    return "block recipe" if isinstance(rec, tuple(_recipes.BLOCK_RECIPES.values())) \
+        else "fp8 recipe"
 
 
 def _label(value) -> str:

@@ -261,6 +261,7 @@ def test_block_recipes_as_policies_json_and_configs():
     pol = ag.get_policy(rec)
     assert pol.name == "nvfp4" and pol.recipe is rec
     assert ag.Policy.from_json(pol.to_json()) == pol
+    assert "block recipe NVFP4BlockScaling(disable_rht=True" in str(pol)
     assert recipe_from_dict(MXFP8BlockScaling("HYBRID").to_dict()) == MXFP8BlockScaling("HYBRID")
     from models.build import make_policy
     from models.config import ConfigError, resolve_config
