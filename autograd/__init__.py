@@ -6,10 +6,11 @@ explicit precision policy, on top of softfloat.
   ``autograd._tensor`` and the op modules of ``autograd.ops`` attach its operators;
 - ``autograd.functional`` (alias ``F``): every op with its VJP;
 - ``autograd.nn``: modules with PyTorch's weight layouts;
-- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64, and the fp8
-  recipes fp8_delayed, fp8_current) and :func:`use_policy`;
-- ``autograd.recipes``: Transformer Engine's per-tensor fp8 recipes (DelayedScaling,
-  Float8CurrentScaling), their state and instrumentation;
+- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64, and the fp8 /
+  fp4 recipes fp8_delayed, fp8_current, mxfp8, nvfp4) and :func:`use_policy`;
+- ``autograd.recipes``: Transformer Engine's recipes, per tensor (DelayedScaling,
+  Float8CurrentScaling) and per block (MXFP8BlockScaling, NVFP4BlockScaling, defined in
+  ``autograd.recipes_block``), their state and instrumentation;
 - ``autograd.instrument``: per-layer histograms and underflow/overflow fractions;
 - ``autograd.gradcheck``: float64 central-difference gradient checks.
 

@@ -13,6 +13,8 @@ Provides
 - :func:`tc_matmul`: the GEMM a precision policy selects (host BLAS, a ``softfloat.tensorcore``
   model, or the DFP-16 integer GEMM of ``softfloat.dfp``); :func:`fp8_gemm`: the same for the
   fp8 operands of a training recipe (two formats allowed on the ideal models);
+- the block-scaled formats of the MXFP8 / NVFP4 recipes (``softfloat.mx``): :func:`mx_quantize`,
+  :func:`mx_gemm`, :func:`mx_hadamard`;
 - the stochastic-rounding seed stream (:func:`reset_sr_stream`).
 
 Every op of autograd reaches softfloat through these few functions, so the precision policy is
@@ -20,7 +22,8 @@ applied in one place.  A policy object here is anything with ``mode`` (softfloat
 ``compute`` (Format or None for DFP-16), ``accumulation`` and ``accumulation_fmt``.
 
 Imports numpy and softfloat only.  ``softfloat.tensorcore`` and ``softfloat.dfp`` are imported on
-first use: policies that never call them (O0, the float64 reference) do not pay their start-up.
+first use (``softfloat.mx`` too): policies that never call them (O0, the float64 reference) do
+not pay their start-up.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ __all__ = [
     "derive_seed",
     "fp8_gemm",
     "get_fmt",
+    "mx_gemm",
+    "mx_hadamard",
+    "mx_quantize",
     "parse_mode",
     "reset_sr_stream",
     "round_counting_overflow",
@@ -330,6 +336,31 @@ def fp8_gemm(a: np.ndarray, b: np.ndarray, fmt_a: sf.Format, fmt_b: sf.Format,
         fmt = F32
     return np.asarray(_tensorcore().gemm(a, b, None, model=acc, in_format=fmt.name,
                                          acc_format=policy.accumulation_fmt.name), np.float32)
+
+
+# ----- block-scaled operands of the MXFP8 / NVFP4 recipes (softfloat.mx) -----------------------
+@functools.lru_cache(maxsize=1)
+def _mx():
+    from softfloat import mx
+    return mx
+
+
+def mx_quantize(x: np.ndarray, fmt: str, **kw):
+    """``softfloat.mx.quantize(x, fmt, **kw)``: a BlockTensor (block=, axis=, scale_rule=, mode=,
+    seed=, tensor_scale=, scale_min= as there)."""
+    return _mx().quantize(x, fmt, **kw)
+
+
+def mx_gemm(qa, qb, *, c=None) -> np.ndarray:
+    """``softfloat.mx.gemm(qa, qb, model="ideal-fp32", c=c)``: the exact sum of the scaled
+    element products (+ c) rounded once (RNE) to fp32, as a float32 array."""
+    return np.asarray(_mx().gemm(qa, qb, model="ideal-fp32", c=c), np.float32)
+
+
+def mx_hadamard(x: np.ndarray, *, seed: int, axis: int) -> np.ndarray:
+    """``softfloat.mx.hadamard(x, 16, seed=seed, axis=axis)``: the random Hadamard transform in
+    groups of 16 along ``axis`` (exact signed sums scaled by 1/4, rounded once to float32)."""
+    return _mx().hadamard(x, 16, seed=seed, axis=axis)
 
 
 # ----- GEMMs -----------------------------------------------------------------------------------

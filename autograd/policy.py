@@ -3,11 +3,11 @@
 Provides the :class:`Policy` record (printable, JSON round-trip), the presets named after apex
 (``O0`` fp32, ``O1`` cast by op lists, ``O2`` fp16 model with fp32 master weights and fp32
 batch-norm, ``O3`` pure fp16) plus ``bf16``, ``dfp16``, ``fp64`` (the unrounded float64
-reference used by the gradient checks) and the fp8 training recipes ``fp8_delayed`` and
-``fp8_current`` (Transformer Engine's, autograd/recipes.py), :func:`get_policy` (by name,
-record, dict or recipe, with overrides), :func:`use_policy` / ``with policy:`` to activate one
-for a block of code, and :func:`current_policy`.  A model carries its own with
-``Module.set_policy``.
+reference used by the gradient checks) and the fp8 / fp4 training recipes ``fp8_delayed``,
+``fp8_current``, ``mxfp8`` and ``nvfp4`` (Transformer Engine's, autograd/recipes.py),
+:func:`get_policy` (by name, record, dict or recipe, with overrides), :func:`use_policy` /
+``with policy:`` to activate one for a block of code, and :func:`current_policy`.  A model
+carries its own with ``Module.set_policy``.
 
 The op classes:
 - Tensor Core ops (``TC_OPS``: matmul, linear, conv2d) round their inputs to ``compute_format``,
@@ -89,7 +89,8 @@ class Policy:
     recipe: None, or an fp8 training recipe (``autograd.recipes.DelayedScaling`` /
     ``Float8CurrentScaling``, or its ``to_dict()`` form): the GEMMs of Linear layers and of
     attention's input projection then run on fp8 operands with per-tensor scales (see
-    autograd/recipes.py); every other op follows the fields above.
+    autograd/recipes.py), or, for ``MXFP8BlockScaling`` / ``NVFP4BlockScaling``, on
+    block-scaled operands (autograd/recipes_block.py); every other op follows the fields above.
     """
 
     name: str = "custom"
@@ -165,6 +166,12 @@ class Policy:
             raise TypeError(f"recipe must be None or one of "
                             f"{', '.join(_recipes.RECIPES)} (autograd.recipes), got "
                             f"{type(rec).__name__}")
+        if rec is not None and isinstance(rec, tuple(_recipes.BLOCK_RECIPES.values())) \
+                and self.accumulation != "ideal-fp32":
+            raise ValueError(f"the block recipes ({type(rec).__name__}) run their GEMMs on "
+                             f"softfloat.mx.gemm's ideal-fp32 model; accumulation must be "
+                             f"'ideal-fp32', got {self.accumulation!r} (no Tensor Core model "
+                             f"here takes block-scaled operands)")
         if rec is not None and self.accumulation == "dfp16":
             raise ValueError("an fp8 recipe runs its GEMMs on a Tensor Core model or 'native', "
                              "not with accumulation 'dfp16'")
@@ -243,7 +250,7 @@ class Policy:
                 f"model {_label(self.model_format)}"
                 f"{' (batch-norm fp32)' if self.keep_batchnorm_fp32 else ''}, master weights "
                 f"{'on' if self.master_weights else 'off'}, loss scale {self.loss_scale}"
-                f"{'' if self.recipe is None else f', fp8 recipe {self.recipe}'}")
+                f"{'' if self.recipe is None else f', {_recipe_kind(self.recipe)} {self.recipe}'}")
 
     # ----- activation for a block of code ---------------------------------------------------
     def __enter__(self):
@@ -297,6 +304,11 @@ def _format_json(value):
     return out
 
 
+def _recipe_kind(rec) -> str:
+    return "block recipe" if isinstance(rec, tuple(_recipes.BLOCK_RECIPES.values())) \
+        else "fp8 recipe"
+
+
 def _label(value) -> str:
     return value if isinstance(value, str) else value.name
 
@@ -320,6 +332,14 @@ PRESETS: dict[str, Policy] = {p.name: p for p in (
     Policy("fp8_current", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32,
            model_format="bf16", keep_batchnorm_fp32=True, master_weights=True,
            recipe=_recipes.Float8CurrentScaling()),
+    # Transformer Engine's block recipes: MXFP8 / NVFP4 operands in the GEMMs of Linear layers
+    # (softfloat.mx.gemm, ideal-fp32), everything else as the bf16 policy, fp32 master weights.
+    Policy("mxfp8", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32,
+           model_format="bf16", keep_batchnorm_fp32=True, master_weights=True,
+           recipe=_recipes.MXFP8BlockScaling()),
+    Policy("nvfp4", "bf16", "bf16", "bf16", "ideal-fp32", fp32_ops=_O2_FP32,
+           model_format="bf16", keep_batchnorm_fp32=True, master_weights=True,
+           recipe=_recipes.NVFP4BlockScaling()),
 )}
 
 _STACK: list[Policy] = [PRESETS["O0"]]

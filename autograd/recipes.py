@@ -1,5 +1,7 @@
 """FP8 training recipes, per tensor: Transformer Engine's ``DelayedScaling`` and
-``Float8CurrentScaling``, with its names, arguments and defaults, run bit for bit.
+``Float8CurrentScaling``, with its names, arguments and defaults, run bit for bit; and the block
+recipes ``MXFP8BlockScaling`` and ``NVFP4BlockScaling`` (defined in autograd/recipes_block.py,
+re-exported here; policies ``mxfp8`` and ``nvfp4``).
 
 Provides the recipe records :class:`DelayedScaling` and :class:`Float8CurrentScaling` (frozen,
 JSON round-trip with :func:`recipe_from_dict`), the per-GEMM runtime state :class:`GemmState`
@@ -43,7 +45,8 @@ So the scale used at step t comes from the amaxes of steps t-1, ..., t-L (L = am
 Casts are recorded (amax, instrumentation) only while gradients are enabled: an evaluation under
 ``no_grad`` uses the scales without changing them.
 
-Imports numpy, dataclasses, the engine's _backend (its door to softfloat) and instrument only.
+Imports numpy, dataclasses, the engine's _backend (its door to softfloat), instrument and
+recipes_block only.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import numpy as np
 
 from . import _backend as B
 from .instrument import tensor_stats
+from .recipes_block import BLOCK_RECIPES, BlockGemmState, MXFP8BlockScaling, NVFP4BlockScaling
 
 __all__ = [
     "FP8_FORMATS",
@@ -62,6 +66,10 @@ __all__ = [
     "DelayedScaling",
     "Float8CurrentScaling",
     "GemmState",
+    "BLOCK_RECIPES",
+    "BlockGemmState",
+    "MXFP8BlockScaling",
+    "NVFP4BlockScaling",
     "current_scale",
     "delayed_update",
     "fp8_stats",
@@ -123,7 +131,9 @@ class _Recipe:
     def to_dict(self) -> dict:
         return {"type": type(self).__name__, **dataclasses.asdict(self)}
 
-    def new_state(self) -> GemmState:
+    def new_state(self, *, index: int = 0, count: int = 1) -> GemmState:
+        """The state of a GEMM module (index / count: its place among the model's recipe GEMM
+        modules, used by the block recipes only)."""
         return GemmState(self)
 
 
@@ -173,7 +183,8 @@ class Float8CurrentScaling(_Recipe):
         object.__setattr__(self, "fp8_format", _fp8_format(self.fp8_format))
 
 
-RECIPES = {cls.__name__: cls for cls in (DelayedScaling, Float8CurrentScaling)}
+RECIPES = {cls.__name__: cls for cls in (DelayedScaling, Float8CurrentScaling,
+                                         MXFP8BlockScaling, NVFP4BlockScaling)}
 
 
 def recipe_from_dict(d: dict):
@@ -401,7 +412,9 @@ def record_histograms(model, enabled: bool = True) -> None:
     """Also record, per recipe GEMM operand and step, the histogram of the SCALED values
     x * scale (autograd.instrument.tensor_stats: floor(log2|v|) bins, and the counts that
     underflow, become subnormal or overflow in the operand's fp8 format): the paper's Fig. 3
-    picture for fp8.  Rows of fp8_stats then carry "hist" (TensorStats.to_dict())."""
+    picture for fp8.  Rows of fp8_stats then carry "hist" (TensorStats.to_dict()).  Block
+    recipes: the values divided by their block (and tensor) scales, against the element format
+    (autograd/recipes_block.py)."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be True or False, got {enabled!r}")
     for _, m in model.named_modules():

@@ -36,8 +36,10 @@ def make_policy(cfg):
     fp8 policy takes its recipe's arguments from ``precision.recipe``)."""
     prec = cfg["precision"]
     spec = "O0" if prec["policy"] == "fp32" else prec["policy"]
-    if spec in ("fp8_delayed", "fp8_current"):
-        cls = recipes.DelayedScaling if spec == "fp8_delayed" else recipes.Float8CurrentScaling
+    classes = {"fp8_delayed": recipes.DelayedScaling, "fp8_current": recipes.Float8CurrentScaling,
+               "mxfp8": recipes.MXFP8BlockScaling, "nvfp4": recipes.NVFP4BlockScaling}
+    if spec in classes:
+        cls = classes[spec]
         given = {k: v for k, v in prec.get("recipe", {}).items() if v is not None}
         spec = cls(**given)         # get_policy(recipe): its preset, with these arguments
     tc = prec["tensor_core"]

@@ -49,11 +49,15 @@ __all__ = [
     "resolve_config",
 ]
 
-POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16", "fp8_delayed", "fp8_current")
+POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16", "fp8_delayed", "fp8_current",
+            "mxfp8", "nvfp4")
 #: precision.recipe keys each fp8 policy takes (Transformer Engine's recipe arguments; null:
 #: the recipe's default).
 RECIPE_KEYS = {"fp8_delayed": ("margin", "fp8_format", "amax_history_len", "amax_compute_algo"),
-               "fp8_current": ("fp8_format",)}
+               "fp8_current": ("fp8_format",),
+               "mxfp8": ("fp8_format",),
+               "nvfp4": ("disable_rht", "disable_stochastic_rounding", "disable_2d_quantization",
+                         "bf16_last_layers")}
 # "default": the policy's own accumulation; "native": host BLAS (fp32, unspecified order); the
 # rest are softfloat.tensorcore models, the same names as autograd.policy.TC_MODELS (a test checks).
 TENSOR_CORES = ("default", "native", "ideal-fp32", "ideal-fp16", "v100", "t4", "a100", "ada",
@@ -117,6 +121,11 @@ SCHEMA = {
             "amax_history_len": Field(int, None, nullable=True, minimum=1),
             "amax_compute_algo": Field(str, None, nullable=True,
                                        choices=("max", "most_recent")),
+            # nvfp4 only (NVFP4BlockScaling; bf16_last_layers is this project's, not TE's)
+            "disable_rht": Field(bool, None, nullable=True),
+            "disable_stochastic_rounding": Field(bool, None, nullable=True),
+            "disable_2d_quantization": Field(bool, None, nullable=True),
+            "bf16_last_layers": Field(int, None, nullable=True, minimum=0),
         },
     },
     "optimizer": {
@@ -163,6 +172,11 @@ SCHEMA = {
         # steps at which one gradient element is set to +Inf after backward: a simulated
         # overflow, to watch how each loss scaler reacts (skip, back off, hysteresis)
         "inject_overflow_steps": Field("list[int]", [], minimum=0),
+        # steps at which the loss gradient is multiplied by amax_jump_factor before backward
+        # and every weight gradient divided by it after (exact for a power of two): a sudden
+        # amax jump of every output gradient, to watch how an fp8 recipe's scales react
+        "inject_amax_jump_steps": Field("list[int]", [], minimum=0),
+        "amax_jump_factor": Field(float, 1024.0, minimum=0.0, exclusive_minimum=True),
     },
     "opt_level": Field(str, None, nullable=True, choices=("O0", "O1", "O2", "O3")),
     # DeepSpeed's "fp16" block: its keys and defaults are scalers.config's (the one place that
@@ -308,8 +322,8 @@ def resolve_config(raw):
     if bad:
         takes = ", ".join(RECIPE_KEYS[policy]) if policy in RECIPE_KEYS else "none"
         raise ConfigError(f"precision.recipe.{bad[0]}: policy {policy!r} takes no such recipe "
-                          f"argument (accepted: {takes}; recipes belong to fp8_delayed and "
-                          f"fp8_current)")
+                          f"argument (accepted: {takes}; recipes belong to fp8_delayed, "
+                          f"fp8_current, mxfp8 and nvfp4)")
     if cfg["precision"]["tensor_core"] != "default" and policy in ("fp32", "O0", "dfp16"):
         raise ConfigError(f"precision.tensor_core: {cfg['precision']['tensor_core']!r} needs a "
                           f"policy with fp16/bf16 Tensor Core ops (O1, O2, O3, bf16), got "

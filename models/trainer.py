@@ -151,6 +151,9 @@ class Trainer:
         loss_v = float(loss.item())
         scale = self._scale()
         seed = scale * self.cfg["precision"]["loss_multiplier"]
+        jump = step in self.cfg["instrument"]["inject_amax_jump_steps"]
+        if jump:        # a sudden amax jump of every output gradient (undone on the gradients)
+            seed *= self.cfg["instrument"]["amax_jump_factor"]
         try:
             loss.backward(grad=np.full(loss.shape, seed))
         except ValueError as exc:
@@ -159,6 +162,8 @@ class Trainer:
             # e.g. the DFP-16 GEMM cannot choose a shared exponent for NaN/Inf activations
             raise RunFailure(f"loss became {loss_v} at step {step} and the backward pass "
                              f"refused it: {exc}") from None
+        if jump:
+            self._undo_amax_jump(self.cfg["instrument"]["amax_jump_factor"])
         if step in self.cfg["instrument"]["inject_overflow_steps"]:
             self._inject_overflow()
         grads = [p.grad for p in self.params]
@@ -207,6 +212,14 @@ class Trainer:
         """Where each parameter's value is kept between steps, in self.params order: the fp32
         master where the wrapper keeps one, else the parameter itself."""
         return self.mixed.stored()
+
+    def _undo_amax_jump(self, factor):
+        """Divide every parameter gradient by the injected factor (one rounding per element in
+        the gradient's carrier; exact for a power-of-two factor unless it underflows)."""
+        for p in self.params:
+            if p.grad is not None:
+                g = np.asarray(p.grad)
+                p.grad = (g / g.dtype.type(factor)).astype(g.dtype, copy=False)
 
     def _inject_overflow(self):
         """A simulated gradient overflow: the first element of the first gradient becomes +Inf

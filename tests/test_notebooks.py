@@ -36,6 +36,7 @@ EXPECTED = [
     "07-dfp16",
     "08-automatic-mixed-precision",
     "09-microscaling",
+    "10-fp8-training",
 ]
 
 NOTEBOOKS = runner.list_notebooks()

@@ -97,6 +97,7 @@ def test_the_precision_policy_text_matches_the_code():
 
     said = {"O1": "ideal-fp32", "O2": "ideal-fp32", "O3": "ideal-fp32", "bf16": "ideal-fp32",
             "fp8_delayed": "ideal-fp32", "fp8_current": "ideal-fp32",
+            "mxfp8": "ideal-fp32", "nvfp4": "ideal-fp32",
             "O0": "native", "fp64": "native", "dfp16": "dfp16"}
     for name in said:                  # every preset the code has is named in the text
         assert f"`{name}`" in text

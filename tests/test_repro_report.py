@@ -97,7 +97,7 @@ def test_results_hold_the_numbers(tiny_run):
     assert res["seeds"] == [0, 1] and res["runs"] == 2 * sum(len(v) for v in KEEP.values())
     assert [f["claim"] for f in res["findings"]] == [
         "underflow_natural", "window", "master_weights", "alternatives", "dfp16_overflow",
-        "scalers", "underflow_device"]
+        "scalers", "fp8_recipes", "underflow_device"]
     assert all(f["evidence"] in ("natural", "device") for f in res["findings"])
     mlp = next(m for m in res["models"] if m["key"] == "mlp")
     nat = mlp["natural"]["kinds"]["weight_grad"]

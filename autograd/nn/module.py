@@ -267,17 +267,18 @@ class Module:
         weights)."""
         pol = None if policy is None else get_policy(policy)
         object.__setattr__(self, "_policy", pol)
-        for _, m in self.named_modules():
-            if m._recipe_gemm:
-                # Under an fp8 recipe each GEMM module gets its state (a fresh one when the
-                # recipe changes; the same recipe keeps its histories and scales).
-                rec = None if pol is None else pol.recipe
-                st = m.__dict__.get("_recipe_state")
-                if rec is None:
-                    st = None
-                elif st is None or st.recipe != rec:
-                    st = rec.new_state()
-                object.__setattr__(m, "_recipe_state", st)
+        gemms = [m for _, m in self.named_modules() if m._recipe_gemm]
+        for i, m in enumerate(gemms):
+            # Under an fp8 recipe each GEMM module gets its state (a fresh one when the recipe
+            # changes; the same recipe keeps its histories and scales).  Its place among the
+            # model's GEMM modules keys the block recipes' random streams and bf16 last layers.
+            rec = None if pol is None else pol.recipe
+            st = m.__dict__.get("_recipe_state")
+            if rec is None:
+                st = None
+            elif st is None or st.recipe != rec:
+                st = rec.new_state(index=i, count=len(gemms))
+            object.__setattr__(m, "_recipe_state", st)
         if pol is None:
             return self
         for _, m in self.named_modules():

@@ -22,6 +22,7 @@ import numpy as np
 from .. import _backend as B
 from .._tensor import OnGrid, Tensor, is_grad_enabled, make
 from ..policy import current_policy
+from .block import block_linear, check_recipe_linear
 from .matmul import linear
 
 __all__ = ["fp8_linear", "recipe_linear"]
@@ -39,16 +40,7 @@ def _descale(acc: np.ndarray, sinv_a, sinv_b, bias=None) -> np.ndarray:
 def fp8_linear(x: Tensor, weight: Tensor, bias: Tensor | None, state) -> Tensor:
     """``linear(x, weight, bias)`` under the active policy's fp8 recipe, with ``state`` (the
     module's GemmState) giving the scales and recording amaxes while gradients are enabled."""
-    pol = current_policy()
-    if pol.recipe is None or state is None or state.recipe != pol.recipe:
-        raise ValueError("fp8_linear needs the active policy's recipe and the module's state "
-                         "for it: set the policy on the model (model.set_policy(...))")
-    for name, t in (("x", x), ("weight", weight)) + ((("bias", bias),) if bias is not None else ()):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"fp8_linear: {name} must be a Tensor, got {type(t).__name__}")
-    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"fp8_linear: x {x.shape} and weight {weight.shape} do not fit "
-                         "(weight (out, in), x (..., in))")
+    pol = check_recipe_linear("fp8_linear", x, weight, bias, state)
     record = is_grad_enabled()
     rec = pol.recipe
     fwd, bwd = rec.forward_format, rec.backward_format
@@ -79,7 +71,13 @@ def fp8_linear(x: Tensor, weight: Tensor, bias: Tensor | None, state) -> Tensor:
 
 def recipe_linear(module, x, weight, bias=None) -> Tensor:
     """What a module's GEMM runs: ``fp8_linear`` with the module's recipe state when the active
-    policy has an fp8 recipe, else ``linear``."""
+    policy has an fp8 recipe, ``block_linear`` (autograd.ops.block) under a block recipe, and
+    ``linear`` without a recipe or for one of NVFP4's bf16 last layers."""
     if current_policy().recipe is None:
         return linear(x, weight, bias)
-    return fp8_linear(x, weight, bias, module.__dict__.get("_recipe_state"))
+    st = module.__dict__.get("_recipe_state")
+    if getattr(st, "kind", None) == "block":
+        if st.high_precision:
+            return linear(x, weight, bias)
+        return block_linear(x, weight, bias, st)
+    return fp8_linear(x, weight, bias, st)

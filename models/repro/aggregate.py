@@ -21,6 +21,11 @@ from .dfpstats import merge_chain_stats
 from .gradstats import GradStats, LayerStats, UpdateRatioStats
 from .studies import variant_config
 
+
+def add_recipe_stats(spec, by_key, configs):
+    from .recipestats import add_recipe_stats as add     # it imports this module
+    add(spec, by_key, configs)
+
 __all__ = ["assemble", "progress_ratio", "settled_log2_scale", "summary", "within_spread"]
 
 #: the run-level numbers summarised over seeds
@@ -176,6 +181,7 @@ def assemble(specs, results, seeds):
             if chains:
                 item["dfp_chains"] = merge_chain_stats(chains)
             configs.append(item)
+        add_recipe_stats(spec, by_key, configs)     # the FP8 / FP4 recipes study only
         study = {k: spec.get(k) for k in ("key", "title", "description", "settings", "k",
                                           "static_log2", "hist_every")}
         study.update(metric=next(iter(by_key.values()))[0]["metric"], configs=configs,

@@ -19,6 +19,7 @@ import math
 
 from .aggregate import within_spread
 from .paper import DAS_CLAIM, PAPER_CLAIMS
+from .recipestats import recipe_finding
 
 __all__ = ["findings", "needs_device", "pct", "pm"]
 
@@ -306,7 +307,8 @@ def _scalers(models):
 def findings(models):
     """The claims judged on the study summaries of models.repro.aggregate.assemble."""
     return [_underflow_natural(models), _window(models), _master(models),
-            _alternatives(models), _dfp(models), _scalers(models), _underflow_device(models)]
+            _alternatives(models), _dfp(models), _scalers(models), recipe_finding(models),
+            _underflow_device(models)]
 
 
 def needs_device(found):

@@ -13,6 +13,7 @@ import math
 
 from .aggregate import within_spread
 from .paper import PAPER_NATURAL
+from .recipestats import recipe_section
 from .report import fmt_num, fmt_pm, table
 
 __all__ = ["dfp_section", "mnist_section", "study_section"]
@@ -261,7 +262,8 @@ def study_section(m, global_figs):
     lines += _natural(m)
     if m["key"] == "master" and global_figs.get("update_ratio"):
         lines += [f"![Fig. 2a's mechanism: |update| / |w|]({global_figs['update_ratio']})", ""]
-    lines += _window(m) + _configs(m) + _curves(m) + _dfp_table(m) + _device(m)
+    lines += _window(m) + _configs(m) + recipe_section(m) + _curves(m) + _dfp_table(m)
+    lines += _device(m)
     return lines
 
 

@@ -93,6 +93,41 @@ VARIANTS = {
                         {**_O2, "scaler": {"type": "lognormal", "overflow_value": 16.0},
                          "instrument": {"inject_overflow_steps": "{spikes}"}}),
 }
+# the FP8 / FP4 recipes study (autograd.recipes): every recipe against the bf16 policy it
+# builds on (ideal-fp32 GEMMs), each run with the same sudden amax jump of the output gradients
+# ({spikes}: the study's jump steps; models.trainer's inject_amax_jump_steps)
+_JUMP = {"instrument": {"inject_amax_jump_steps": "{spikes}"}}
+
+
+def _recipe(policy, label, **args):
+    return (label, {"precision": {"policy": policy, **({"recipe": args} if args else {})},
+                    **_JUMP})
+
+
+VARIANTS.update({
+    "rc_bf16": ("bf16 + master (ideal-fp32 GEMMs): the recipes' baseline",
+                {"precision": {"policy": "bf16"}, **_JUMP}),
+    "rc_delayed_max_16": _recipe("fp8_delayed", "fp8 delayed scaling, max of 16 steps",
+                                 amax_history_len=16, amax_compute_algo="max"),
+    "rc_delayed_max_1024": _recipe("fp8_delayed", "fp8 delayed scaling, max of 1024 steps "
+                                   "(TE's default)", amax_history_len=1024,
+                                   amax_compute_algo="max"),
+    "rc_delayed_recent_16": _recipe("fp8_delayed", "fp8 delayed scaling, most recent (history "
+                                    "16)", amax_history_len=16,
+                                    amax_compute_algo="most_recent"),
+    "rc_delayed_recent_1024": _recipe("fp8_delayed", "fp8 delayed scaling, most recent "
+                                      "(history 1024)", amax_history_len=1024,
+                                      amax_compute_algo="most_recent"),
+    "rc_current": _recipe("fp8_current", "fp8 current scaling"),
+    "rc_mxfp8": _recipe("mxfp8", "MXFP8 (blocks of 32, E8M0 rceil)"),
+    "rc_nvfp4": _recipe("nvfp4", "NVFP4 (SR gradients, Hadamard on wgrad, last layer bf16)"),
+    "rc_nvfp4_nosr": _recipe("nvfp4", "NVFP4 without stochastic rounding",
+                             disable_stochastic_rounding=True),
+    "rc_nvfp4_norht": _recipe("nvfp4", "NVFP4 without the Hadamard transform",
+                              disable_rht=True),
+})
+RECIPE_VARIANTS = tuple(k for k in VARIANTS if k.startswith("rc_"))
+
 for _k in STATIC_WINDOW[1:]:
     VARIANTS[f"static_{_k}"] = (f"fp16 + master, static scale 2^{_k}",
                                 {**_O2, "scaler": {"type": "static", "scale": 2.0 ** _k}})
@@ -352,6 +387,32 @@ def studies(profile):
          hist_every=25 if q else 50, gi=25, own_variants=own,
          curve={"kind": "depth", "variants": list(own) + ["fp32"],
                 "depths": list(depths) + [16]})
+
+    jumps = [20] if q else [150]
+    rc_note = (f"the output gradients of every run jump by 2^10 at step {jumps[0]} (the loss "
+               "gradient is multiplied by 1024 before backward and the weight gradients divided "
+               "by it after: exact, so fp32 and bf16 train as without it); a recipe that "
+               "cannot follow the jump saturates there")
+    rc_desc = ("Transformer Engine's recipes (autograd.recipes) against the bf16 policy they "
+               "build on: per-tensor fp8 with delayed scaling (amax history of 16 or 1024 "
+               "steps, reduced by max or most recent) and current scaling (HYBRID: e4m3 "
+               "forward, e5m2 gradients), MXFP8 (blocks of 32, E8M0 scales) and NVFP4 (with its "
+               "two ablations: no stochastic rounding, no Hadamard transform).  The GEMMs of "
+               "the Linear layers (and attention's input projection) run on the recipe's "
+               "operands, exactly (ideal-fp32 accumulation); everything else is bf16 with "
+               "fp32 master weights.")
+    _add(out, q, "recipes", "FP8 and FP4 recipes (MLP on digits)",
+         rc_desc + "  Model and data as the MLP study.", mlp_base,
+         variants=RECIPE_VARIANTS, steps=40 if q else 300, eval_every=40 if q else 100,
+         hist_every=0, settings=[rc_note])
+    out[-1]["spikes"] = jumps
+    jt = [6] if q else [60]
+    _add(out, q, "recipes_tf", "FP8 and FP4 recipes (tiny transformer)",
+         rc_desc + "  Model and data as the transformer study.", tf_base,
+         variants=RECIPE_VARIANTS, steps=12 if q else 120, eval_every=12 if q else 60,
+         hist_every=0, eval_batches=1, full_eval_batches=8,
+         settings=[rc_note.replace(f"step {jumps[0]}", f"step {jt[0]}")])
+    out[-1]["spikes"] = jt
 
     d = None if q else mnist_dir()
     if d:
