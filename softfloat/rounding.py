@@ -10,7 +10,8 @@ float32 and float64 inputs take the vectorised kernel (:mod:`softfloat._kernels_
 that works on the bit patterns and gives the same results and flag counts as round_value, bit
 for bit (tests/test_exhaustive.py checks all 2^32 float32 inputs for fp16 and bf16,
 tests/test_round_core.py every data class in every mode); formats with more than 50 fraction
-bits and int64/uint64 inputs call round_value (round_integer) per element.
+bits and int64/uint64 inputs call round_value (round_integer) per element.  A dask array is
+rounded lazily, chunk by chunk (softfloat._lazy), with the bits of the numpy call.
 
 Imports numpy and the softfloat kernels only.
 """
@@ -22,6 +23,7 @@ import numpy as np
 from . import _kernels_round as K
 from . import _kernels_round_vec as KV
 from ._driver import SERIAL_MAX, flag_table  # noqa: F401  (SERIAL_MAX: re-exported, below)
+from ._lazy import is_dask_array, map_elementwise
 from ._validate import (as_input_array, check_flags, check_format, check_index_offset, check_mode,
                         check_sr, finish)
 
@@ -38,7 +40,7 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A
     Parameters
     ----------
     x : array_like: float16/32/64 arrays, integer arrays (int64/uint64 beyond 2^53 included),
-        ml_dtypes arrays, Python floats, ints or lists
+        ml_dtypes arrays, Python floats, ints or lists; a dask array gives a dask array
     fmt : Format or str (e.g. "fp16", "bf16", "e4m3fn", "e8m0")
     mode : rounding mode name or softfloat.Mode ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr",
         "rhu")
@@ -59,6 +61,14 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A
     key, rbits = check_sr(mode, seed, sr_bits)
     check_flags(flags)
     base = check_index_offset(index_offset)
+    if is_dask_array(x):
+        if flags is not None:
+            raise ValueError("round: flags= is not supported with a dask array (counting "
+                             "would compute it); round x.compute() for flag counts")
+        kw = dict(seed=seed, sr_bits=sr_bits)
+        return map_elementwise(lambda c, index_offset: round(c, fmt, mode, index_offset=
+                                                             index_offset, **kw),
+                               [x], dtype=fmt.carrier_dtype, index_offset=base, name="round")
     arr = as_input_array(x)
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.carrier_dtype)

@@ -274,3 +274,26 @@ def test_vectorised_kernel_equals_round_value(fmt, dtype):
                 assert np.array_equal(got.view(w), ref.view(w)), (cls, mode, rbits)
                 assert f1.as_dict() == f2.as_dict(), (cls, mode, rbits)
 
+
+# ----- #16 item 6: dask arrays -----------------------------------------------------------
+
+@pytest.mark.parametrize("chunks", [(7, 13), (4, 50), ((1, 6, 3), (20, 5, 25))],
+                         ids=["even", "rows", "uneven"])
+def test_dask_arrays_round_like_numpy(chunks):
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(21)
+    x = (rng.standard_normal((10, 50)) * np.exp2(rng.integers(-30, 8, (10, 50)))).astype(
+        np.float32)
+    d = da.from_array(x, chunks=chunks)
+    for mode, kw in (("rne", {}), ("sr", {"seed": 4}), ("rtz", {})):
+        lazy = sf.round(d, "fp16", mode, **kw)
+        assert isinstance(lazy, type(d)) and lazy.dtype == np.float32
+        assert np.array_equal(lazy.compute(), sf.round(x, "fp16", mode, **kw))
+    # index_offset shifts the whole array's indices; a 1-d dask array of float64
+    assert np.array_equal(sf.round(d, "bf16", "sr", seed=2, index_offset=9).compute(),
+                          sf.round(x, "bf16", "sr", seed=2, index_offset=9))
+    y = da.from_array(x.reshape(-1).astype(np.float64), chunks=77)
+    assert np.array_equal(sf.round(y, "e4m3fn", "sr", seed=1).compute(),
+                          sf.round(x.reshape(-1).astype(np.float64), "e4m3fn", "sr", seed=1))
+    with pytest.raises(ValueError, match="flags="):
+        sf.round(d, "fp16", flags=sf.Flags())
