@@ -2,20 +2,33 @@
 explicit precision policy, on top of softfloat.
 
 - :class:`Tensor` / :class:`Parameter` (numpy carriers tagged with a softfloat format),
-  ``backward()``, :func:`no_grad`;
+  ``backward()``, :func:`no_grad`, gradient hooks (``register_hook``); the class lives in
+  ``autograd._tensor`` and the op modules of ``autograd.ops`` attach its operators;
 - ``autograd.functional`` (alias ``F``): every op with its VJP;
 - ``autograd.nn``: modules with PyTorch's weight layouts;
-- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64) and
-  :func:`use_policy`;
+- ``autograd.policy``: precision policies (O0, O1, O2, O3, bf16, dfp16, fp64, and the fp8
+  recipes fp8_delayed, fp8_current) and :func:`use_policy`;
+- ``autograd.recipes``: Transformer Engine's per-tensor fp8 recipes (DelayedScaling,
+  Float8CurrentScaling), their state and instrumentation;
 - ``autograd.instrument``: per-layer histograms and underflow/overflow fractions;
 - ``autograd.gradcheck``: float64 central-difference gradient checks.
 
 Imports numpy and softfloat only; never scalers, models or matplotlib.
 """
 
-from . import functional, instrument, nn, policy
+from . import ops  # first: attaches the operators (+, @, x[i], .sum()...) to Tensor
+from . import functional, instrument, nn, policy, recipes
 from . import functional as F
 from ._rng import default_generator, get_rng_state, manual_seed, set_rng_state
+from ._tensor import (
+    Parameter,
+    RemovableHandle,
+    Tensor,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    tensor,
+)
 from .gradcheck import check_grads
 from .policy import (
     Policy,
@@ -25,7 +38,6 @@ from .policy import (
     set_default_policy,
     use_policy,
 )
-from .tensor import Parameter, Tensor, enable_grad, is_grad_enabled, no_grad, tensor
 
 # ----- optimizers and the mixed-precision wrapper ------------------------------------------------
 # They code against Parameter.data (carrier) and Parameter.grad (array or None) only.
@@ -38,6 +50,7 @@ __all__ = [
     "F",
     "Parameter",
     "Policy",
+    "RemovableHandle",
     "Tensor",
     "check_grads",
     "current_policy",
@@ -52,7 +65,9 @@ __all__ = [
     "manual_seed",
     "nn",
     "no_grad",
+    "ops",
     "policy",
+    "recipes",
     "set_default_policy",
     "set_rng_state",
     "tensor",

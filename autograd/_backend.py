@@ -1,12 +1,18 @@
 """The engine's only door to softfloat: formats, roundings, correctly rounded arithmetic, GEMMs.
 
+No other module of autograd imports softfloat (tests/test_structure.py checks it): what they need
+of it passes through here.
+
 Provides
+- softfloat's vocabulary: :class:`Format`, :class:`Mode`, :func:`parse_mode`, :func:`derive_seed`;
 - format lookup and ordering: :func:`get_fmt`, :func:`contains` (every value of one format lies
   on another's grid), :func:`widest` (the type-promotion rule);
 - :func:`round_to`: one rounding of an array onto a format's grid in the policy's mode;
+  :func:`round_in`: the same with an explicit mode and seed (the optimizer's roundings);
 - :func:`arith` and :func:`sqrt`: correctly rounded + - * / and square root in a format;
 - :func:`tc_matmul`: the GEMM a precision policy selects (host BLAS, a ``softfloat.tensorcore``
-  model, or the DFP-16 integer GEMM of ``softfloat.dfp``);
+  model, or the DFP-16 integer GEMM of ``softfloat.dfp``); :func:`fp8_gemm`: the same for the
+  fp8 operands of a training recipe (two formats allowed on the ideal models);
 - the stochastic-rounding seed stream (:func:`reset_sr_stream`).
 
 Every op of autograd reaches softfloat through these few functions, so the precision policy is
@@ -28,16 +34,30 @@ import softfloat as sf
 __all__ = [
     "F32",
     "F64",
+    "Format",
+    "Mode",
     "arith",
     "contains",
+    "derive_seed",
+    "fp8_gemm",
     "get_fmt",
+    "parse_mode",
     "reset_sr_stream",
+    "round_counting_overflow",
+    "round_in",
     "round_to",
     "sqrt",
     "tc_matmul",
     "to_carrier",
     "widest",
 ]
+
+#: softfloat's format record, rounding-mode enum, mode parser and seed mixer, as the engine uses
+#: them (policies, optimizers, the RNG).
+Format = sf.Format
+Mode = sf.Mode
+parse_mode = sf.parse_mode
+derive_seed = sf.derive_seed
 
 F32 = sf.get_format("fp32")
 F64 = sf.get_format("fp64")
@@ -208,6 +228,27 @@ def round_to(x, fmt: sf.Format, policy=None) -> np.ndarray:
     return np.asarray(out).reshape(x.shape)
 
 
+def round_counting_overflow(x, fmt: sf.Format) -> tuple[np.ndarray, int]:
+    """(RNE rounding of x onto fmt, number of elements whose rounding overflowed), the count
+    taken from softfloat's overflow flag: it is raised exactly when the rounded magnitude would
+    exceed fmt's largest finite value, whatever fmt then returns (Inf, NaN for "fn" formats, or
+    +-max when fmt saturates or has no Inf/NaN), so ties at max + ulp/2 count as the format's
+    own rounding decides them."""
+    fl = sf.Flags()
+    r = sf.round(np.asarray(x), fmt, "rne", flags=fl)
+    return np.asarray(r), int(fl.overflow)
+
+def round_in(x, fmt: sf.Format, mode, *, seed: int | None = None,
+             sr_bits: int | None = None) -> np.ndarray:
+    """``softfloat.round(x, fmt, mode, seed=, sr_bits=)``: one rounding of x onto fmt's grid in
+    an explicit mode (seed and sr_bits for mode "sr" only), for code that keys its own random
+    streams (the optimizer's master-to-storage roundings) instead of the policy's."""
+    kw = {} if seed is None else {"seed": seed}
+    if sr_bits is not None:
+        kw["sr_bits"] = sr_bits
+    return sf.round(x, fmt, mode, **kw)
+
+
 # ----- correctly rounded arithmetic -------------------------------------------------------------
 def _softfloat_op(name: str):
     fn = getattr(sf, name, None)
@@ -263,6 +304,34 @@ def sqrt(a: np.ndarray, fmt: sf.Format, policy=None) -> np.ndarray:
     return np.asarray(_softfloat_op("sqrt")(a, fmt, mode, **kw)).reshape(a.shape)
 
 
+# ----- fp8 GEMMs of the training recipes (autograd.recipes) -------------------------------------
+def fp8_gemm(a: np.ndarray, b: np.ndarray, fmt_a: sf.Format, fmt_b: sf.Format,
+             policy) -> np.ndarray:
+    """``a @ b`` (2-d) for operands on fp8 grids (fmt_a, fmt_b: e4m3fn / e5m2 presets), with
+    the policy's accumulation, as a float32 array (the fp32 accumulator, not yet descaled).
+
+    "native": host sgemm on the fp8 values.  A Tensor Core model: one call of that model with
+    in_format = the operands' format.  A mixed e5m2 x e4m3fn GEMM (HYBRID's backward) runs on
+    an ideal model with in_format fp32, which holds both grids exactly: an ideal model's
+    result, one rounding of the exact dot product, does not depend on in_format.  The hardware
+    models take one input format, so they refuse a mixed GEMM with a clear error."""
+    acc = policy.accumulation
+    if acc == "native":
+        return np.matmul(np.asarray(a, np.float32), np.asarray(b, np.float32))
+    if acc == "dfp16":
+        raise ValueError("the fp8 recipes' GEMMs cannot use accumulation 'dfp16'; use a Tensor "
+                         "Core model ('ideal-fp32', 'h100', ...) or 'native'")
+    fmt = fmt_a
+    if not (fmt_a is fmt_b or fmt_a == fmt_b):
+        if not acc.startswith("ideal"):
+            raise ValueError(f"Tensor Core model {acc!r} takes one input format; this GEMM "
+                             f"multiplies {fmt_a.name} by {fmt_b.name} (fp8_format 'HYBRID' "
+                             "backward): use fp8_format 'E4M3' or an ideal model")
+        fmt = F32
+    return np.asarray(_tensorcore().gemm(a, b, None, model=acc, in_format=fmt.name,
+                                         acc_format=policy.accumulation_fmt.name), np.float32)
+
+
 # ----- GEMMs -----------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def _tensorcore():
@@ -292,20 +361,17 @@ def tc_matmul(a: np.ndarray, b: np.ndarray, policy, c: np.ndarray | None = None)
         dt = carrier(policy.compute)
         out = np.matmul(a.astype(dt, copy=False), b.astype(dt, copy=False))
         return out if c is None else out + np.asarray(c, dt)
+    if acc != "dfp16":
+        # softfloat.tensorcore takes the batch (leading dimensions broadcast as np.matmul's),
+        # transposed views (read in place) and the bias (broadcast to the output) as they are:
+        # one call, one thread decision, no copies here.
+        return _tensorcore().gemm(a, b, c, model=acc, in_format=policy.compute,
+                                  acc_format=policy.accumulation_fmt)
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     cm = None if c is None else np.broadcast_to(np.asarray(c), shape[-2:])
-    if acc == "dfp16":
-        def gemm2(x, y):
-            return _dfp_gemm(x, y, policy, cm)
-    else:
-        tc = _tensorcore()
-        cc = None if cm is None else np.ascontiguousarray(cm, policy.accumulation_fmt.carrier_dtype)
 
-        def gemm2(x, y):
-            # (Transposed views go in as they are: tc.gemm copies what it must, and its ideal
-            # models read F-contiguous float32 operands in place.)
-            return np.asarray(tc.gemm(x, y, cc, model=acc, in_format=policy.compute.name,
-                                      acc_format=policy.accumulation_fmt.name))
+    def gemm2(x, y):
+        return _dfp_gemm(x, y, policy, cm)
     if len(shape) == 2:
         return gemm2(a, b)
     # Batched: one GEMM per matrix of the broadcast batch, as a batched cuBLAS call runs.
@@ -329,10 +395,10 @@ def _dfp_gemm(a: np.ndarray, b: np.ndarray, policy, c) -> np.ndarray:
     one shared exponent per tensor, int16 products chained in int32 and flushed to fp32 by
     softfloat.dfp; a bias is then added in fp32 (non-GEMM work stays fp32 in that recipe)."""
     dfp = _dfp()
-    rounding = DFP_ROUNDINGS[policy.mode]
-    sr = policy.mode == _SR
-    qa = dfp.quantize(a, bits=16, rounding=rounding, seed=_next_seed(policy) if sr else None)
-    qb = dfp.quantize(b, bits=16, rounding=rounding, seed=_next_seed(policy) if sr else None)
+    mode = policy.mode                      # a softfloat.Mode: dfp rounds in the same vocabulary
+    sr = mode == _SR
+    qa = dfp.quantize(a, 16, mode, seed=_next_seed(policy) if sr else None)
+    qb = dfp.quantize(b, 16, mode, seed=_next_seed(policy) if sr else None)
     # Bounded int32 chains, the paper's overflow remedy: |i| <= 2^15 - 1, so one product is at
     # most (2^15 - 1)^2 = 2^30 - 2^16 + 1 and a chain of two (one VNNI int16 pair) at most
     # 2^31 - 2^17 + 2 < 2^31 - 1: no int32 lane can wrap, whatever the data.  Longer chains

@@ -1,16 +1,15 @@
 """The engine's seeded randomness: parameter initialisation, dropout seeds and the stochastic
 rounding stream all start from :func:`manual_seed`.
 
-Imports numpy, softfloat (its seed mixer) and the engine's _backend only.
+Imports numpy and the engine's _backend only (softfloat's seed mixer comes through it).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from softfloat import derive_seed
-
 from . import _backend as B
+from ._backend import derive_seed
 
 __all__ = ["default_generator", "derive_seed", "draw_seed", "get_rng_state", "manual_seed",
            "set_rng_state"]

@@ -21,6 +21,7 @@ from .ops.elementwise import (
     sub,
     tanh,
 )
+from .ops.fp8 import fp8_linear
 from .ops.losses import cross_entropy, dropout, mse
 from .ops.matmul import linear, matmul
 from .ops.norm import batch_norm, layer_norm
@@ -41,6 +42,7 @@ __all__ = [
     "dropout",
     "embedding",
     "exp",
+    "fp8_linear",
     "gelu",
     "getitem",
     "layer_norm",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .policy import use_policy
-from .tensor import Tensor, no_grad
+from ._tensor import Tensor, no_grad
 
 __all__ = ["check_grads", "numerical_grads"]
 

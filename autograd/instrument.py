@@ -12,11 +12,14 @@ them for every named submodule of a model::
         rec.snapshot_weights(); opt.step(); rec.record_updates(); rec.step()
     rec.histogram("activation_grad"); rec.fractions("weight_grad", "fp16")
 
-With no recorder active the engine only tests ``ACTIVE[0] is None`` once per module call and once
-per backward: recording off costs nothing.
+The recorder is passed in, not polled: entering it registers a forward hook on every named
+submodule (``Module.register_forward_hook``) and a gradient hook on every parameter
+(``Tensor.register_hook``); each recorded module output gets a gradient hook of its own.
+Leaving it removes them all.  The engine calls exactly the hooks it holds, so recording off
+costs one empty-dict test per module call and per backward node.
 
-Imports numpy and the engine's _backend only (tensors and modules are used by duck typing, so
-the engine can import this module).
+Imports numpy and the engine's _backend only (tensors and modules are used by duck typing: the
+engine never imports this module).
 """
 
 from __future__ import annotations
@@ -27,10 +30,8 @@ import numpy as np
 
 from . import _backend as B
 
-__all__ = ["ACTIVE", "EXP_RANGE", "KINDS", "Recorder", "TensorStats", "tensor_stats"]
+__all__ = ["EXP_RANGE", "KINDS", "Recorder", "TensorStats", "tensor_stats"]
 
-#: The recorder in use, or None.  Read by Module.__call__ and Tensor.backward.
-ACTIVE: list = [None]
 #: Histogram bins are the integer exponents e = floor(log2|x|) in [lo, hi]: -160..129 covers
 #: every float32 value (smallest subnormal 2^-149, largest finite < 2^128); values outside fall
 #: into the end bins.
@@ -100,17 +101,14 @@ def tensor_stats(x, formats=("fp16",), exp_range=EXP_RANGE) -> TensorStats:
     fm = {}
     for f in formats:
         fmt = B.get_fmt(f)
-        r = B.round_to(v, fmt)
+        # Overflow from the rounding's own flag: saturating formats and formats without Inf
+        # return +-max, which hides it in r, and the tie at max + ulp/2 goes the way the
+        # format's rounding decides (e4m3fn's max 448 has an even significand: 464 rounds down).
+        r, over = B.round_counting_overflow(v, fmt)
         a = np.abs(r)
-        if fmt.saturate:
-            # Saturation hides overflow in r: compare with the rounding threshold max + ulp/2,
-            # ulp = 2^(emax - man_bits) at the top binade.
-            over = np.abs(v) >= fmt.max + 2.0 ** (fmt.emax - fmt.man_bits - 1)
-        else:
-            over = ~np.isfinite(r)
         fm[fmt.name] = {"underflow": int(np.count_nonzero(r == 0)),
                         "subnormal": int(np.count_nonzero((a > 0) & (a < fmt.tiny))),
-                        "overflow": int(np.count_nonzero(over))}
+                        "overflow": over}
     return TensorStats(int(x.size), int(np.count_nonzero(x == 0)),
                        int(x.size - np.count_nonzero(finite)), lo, hist, fm)
 
@@ -119,12 +117,19 @@ class Recorder:
     """Collects :class:`TensorStats` per (step, layer, kind) for the named submodules of
     ``model`` while active (``with Recorder(model) as rec:``).  Rows are dicts with keys step,
     layer, kind, param (weight gradients and updates), stats, and ratio (updates: the norm ratio
-    ||dW|| / ||W||)."""
+    ||dW|| / ||W||).
+
+    Rows are listed by step, then kind (activations, activation gradients, weight gradients,
+    updates), then: activations and their gradients in the order the modules ran forward,
+    weight gradients and updates in ``named_parameters`` order (one run of them per backward).
+    """
+
+    _PHASE = {"activation": 0, "activation_grad": 1, "weight_grad": 2, "update_ratio": 3}
 
     def __init__(self, model, *, formats=("fp16",), activations: bool = True,
                  activation_grads: bool = True, weight_grads: bool = True,
                  exp_range=EXP_RANGE):
-        if not hasattr(model, "named_modules"):
+        if not hasattr(model, "named_modules") or not hasattr(model, "register_forward_hook"):
             raise TypeError(f"Recorder: model must be an autograd.nn.Module, got "
                             f"{type(model).__name__}")
         self.model = model
@@ -132,55 +137,69 @@ class Recorder:
         self.kinds = {"activation": activations, "activation_grad": activation_grads,
                       "weight_grad": weight_grads}
         self.exp_range = exp_range
-        self.rows: list[dict] = []
         self.step_index = 0
-        self._names = {id(m): (name or "<model>") for name, m in model.named_modules()}
-        self._pending: list = []
+        self._rows: list = []       # (sort key, row)
+        self._handles: list = []
+        self._active = False
+        self._seq = 0               # module outputs seen in this step (their forward order)
+        self._fired: dict = {}      # parameter name -> weight-gradient hooks fired this step
         self._before: dict | None = None
-        self._prev = None
+
+    @property
+    def rows(self) -> list[dict]:
+        """Every recorded row, in the order the class docstring gives."""
+        return [r for _, r in sorted(self._rows, key=lambda kr: kr[0])]
 
     # ----- activation --------------------------------------------------------------------------
     def __enter__(self):
-        self._prev = ACTIVE[0]
-        ACTIVE[0] = self
+        if self._active:
+            raise RuntimeError("this Recorder is already active")
+        self._active = True
+        for name, m in self.model.named_modules():
+            self._handles.append(m.register_forward_hook(self._forward_hook(name or "<model>")))
+        if self.kinds["weight_grad"]:
+            for rank, (pname, p) in enumerate(self.model.named_parameters()):
+                self._handles.append(p.register_hook(self._weight_hook(pname, rank)))
         return self
 
     def __exit__(self, *exc):
-        ACTIVE[0] = self._prev
-        for _, t in self._pending:
-            t._retain, t.grad = False, None
-        self._pending = []
+        self._active = False
+        for h in self._handles:
+            h.remove()
+        self._handles = []
         return False
 
-    def _add(self, layer, kind, values, param=None, ratio=None):
-        self.rows.append({"step": self.step_index, "layer": layer, "kind": kind, "param": param,
-                          "ratio": ratio,
-                          "stats": tensor_stats(values, self.formats, self.exp_range)})
+    def _add(self, key, layer, kind, values, param=None, ratio=None):
+        row = {"step": self.step_index, "layer": layer, "kind": kind, "param": param,
+               "ratio": ratio, "stats": tensor_stats(values, self.formats, self.exp_range)}
+        self._rows.append(((self.step_index, self._PHASE[kind]) + key, row))
 
-    # ----- hooks called by the engine ------------------------------------------------------------
-    def _on_module_output(self, module, out):
-        name = self._names.get(id(module))
-        if name is None or not hasattr(out, "retain_grad"):
-            return
-        if self.kinds["activation"]:
-            self._add(name, "activation", out.data)
-        if self.kinds["activation_grad"] and out.requires_grad:
-            out.retain_grad()
-            self._pending.append((name, out))
+    # ----- hooks given to the engine -------------------------------------------------------------
+    def _forward_hook(self, name):
+        def hook(module, args, out):
+            if not self._active or not hasattr(out, "register_hook"):
+                return
+            seq = self._seq
+            self._seq += 1
+            if self.kinds["activation"]:
+                self._add((seq,), name, "activation", out.data)
+            if self.kinds["activation_grad"] and out.requires_grad:
+                # Fires when backward has completed out's gradient; a hook left on a tensor
+                # after the recorder exits records nothing.
+                def on_grad(g):
+                    if self._active:
+                        self._add((seq,), name, "activation_grad", g)
+                out.register_hook(on_grad)
+        return hook
 
-    def _after_backward(self):
-        for name, t in self._pending:
-            if t.grad is not None:
-                self._add(name, "activation_grad", t.grad)
-        # Release only after every name was read: a model's output is also its last layer's.
-        for _, t in self._pending:
-            t._retain, t.grad = False, None
-        self._pending = []
-        if self.kinds["weight_grad"]:
-            for pname, p in self.model.named_parameters():
-                if p.grad is not None:
-                    self._add(pname.rpartition(".")[0] or "<model>", "weight_grad", p.grad,
-                              param=pname)
+    def _weight_hook(self, pname, rank):
+        layer = pname.rpartition(".")[0] or "<model>"
+
+        def hook(g):
+            n = self._fired.get(pname, 0)
+            self._fired[pname] = n + 1
+            self._add((n, rank), layer, "weight_grad", g, param=pname)
+        return hook
 
     # ----- updates and steps ----------------------------------------------------------------------
     def snapshot_weights(self) -> None:
@@ -192,19 +211,21 @@ class Recorder:
         the optimizer step."""
         if self._before is None:
             raise RuntimeError("record_updates: call snapshot_weights() before the step")
-        for n, p in self.model.named_parameters():
+        for rank, (n, p) in enumerate(self.model.named_parameters()):
             w0 = self._before[n]
             d = p.data.astype(np.float64) - w0
             nz = w0 != 0
             ratio = np.abs(d[nz]) / np.abs(w0[nz])
             norm_w = float(np.linalg.norm(w0))
-            self._add(n.rpartition(".")[0] or "<model>", "update_ratio", ratio, param=n,
+            self._add((rank,), n.rpartition(".")[0] or "<model>", "update_ratio", ratio, param=n,
                       ratio=float(np.linalg.norm(d)) / norm_w if norm_w else float("nan"))
         self._before = None
 
     def step(self) -> None:
         """Advance the step counter that labels new rows."""
         self.step_index += 1
+        self._seq = 0
+        self._fired = {}
 
     # ----- queries --------------------------------------------------------------------------------
     def select(self, kind: str, layer: str | None = None, step: int | None = None) -> list:

@@ -19,7 +19,7 @@ A step, in order (docs/loss-scaling.md, 5):
 
 The scaler is duck-typed (`scale`, `unscale_`, `update`, `get_scale`, `state_dict`,
 `load_state_dict`, optional `skip_on_overflow`), so this module never imports scalers/.
-Imports numpy, softfloat and autograd.optim only.
+Imports numpy, autograd._backend (the engine's door to softfloat) and autograd.optim only.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-import softfloat as sf
-
-from .optim import Optimizer
+from . import _backend as B
+from .optim import Optimizer, clip_grad_norm_, update_in_place
 
 __all__ = ["MixedPrecisionOptimizer", "StepResult"]
 
@@ -101,11 +100,17 @@ class MixedPrecisionOptimizer:
     scaler: a loss scaler from scalers/ (None: no scaling, still skips non-finite steps).
     storage: the model weights' format ("fp16", "bf16", ... any format inside fp32) for every
         parameter; None takes each parameter's own `.fmt` (autograd.Parameter has one), so an
-        apex-O2 model with fp16 weights and fp32 batch-norm parameters works as it is.
+        apex-O2 model with fp16 weights and fp32 batch-norm parameters is ONE optimizer: one
+        scaler, one overflow verdict and skip decision, one global gradient norm per step.
     rounding: mode of every rounding into `storage` ("rne", ..., "sr" with `seed`).
-    master_weights: False is the ablation: the update w * mult + delta is rounded once into
-        `storage` (kahan=True adds a compensation buffer, itself stored in `storage`).
-    max_grad_norm: clip the global L2 norm of the unscaled gradients (None: no clipping).
+    master_weights: keep an fp32 master for every parameter stored in a format narrower than
+        fp32.  A parameter stored in fp32 is its own master: no copy is kept, and its update
+        w * mult + delta is rounded once into fp32 (the same as w += delta whenever mult == 1,
+        i.e. for every optimizer but AdamW's decoupled weight decay).  False is the ablation:
+        every update is rounded once into `storage` (kahan=True adds a compensation buffer,
+        itself stored in `storage`).
+    max_grad_norm: clip the global L2 norm of the unscaled gradients, over all parameters
+        whatever their format or group (torch.nn.utils.clip_grad_norm_; None: no clipping).
     """
 
     def __init__(self, optimizer: Optimizer, scaler=None, *, storage=None, rounding="rne",
@@ -122,7 +127,7 @@ class MixedPrecisionOptimizer:
             if not callable(getattr(self.scaler, name, None)):
                 raise TypeError(f"scaler has no method {name}(); pass a scalers.* loss scaler "
                                 "or None")
-        self.rounding = sf.parse_mode(rounding)
+        self.rounding = B.parse_mode(rounding)
         for name, flag in (("master_weights", master_weights), ("kahan", kahan)):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be True or False, got {flag!r}")
@@ -137,15 +142,19 @@ class MixedPrecisionOptimizer:
             raise ValueError("max_grad_norm must be a finite number > 0 or None, got "
                              f"{max_grad_norm!r}")
         self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
-        self.seed = sf.derive_seed(seed)  # validates: an int in 0..2^64-1
+        self.seed = B.derive_seed(seed)  # validates: an int in 0..2^64-1
         self._seed_arg, self.sr_bits = int(seed), sr_bits
-        if sr_bits is not None and self.rounding != sf.Mode.SR:
+        if sr_bits is not None and self.rounding != B.Mode.SR:
             raise ValueError("sr_bits is only meaningful with rounding='sr'")
 
         self.params = [p for _, p, _ in optimizer._indexed()]
         self.formats = [self._storage_format(i, p, storage) for i, p in enumerate(self.params)]
+        #: has_master[i]: parameter i keeps an fp32 master (master_weights, and a storage
+        #: format that does not hold every fp32 value).
+        self.has_master = [master_weights and not B.contains(f, B.F32) for f in self.formats]
         # Masters are float32 copies (exact: storage values lie on fp32's grid).
-        self.slots = [_Slot(p.data.copy() if master_weights else p.data) for p in self.params]
+        self.slots = [_Slot(p.data.copy() if m else p.data)
+                      for p, m in zip(self.params, self.has_master)]
         self.kahan_buffers = [np.zeros_like(p.data) for p in self.params] if kahan else None
         k = 0
         for group in optimizer.param_groups:
@@ -157,16 +166,16 @@ class MixedPrecisionOptimizer:
         self._found_inf = False
 
     @staticmethod
-    def _storage_format(i: int, p, storage) -> sf.Format:
+    def _storage_format(i: int, p, storage) -> B.Format:
         if storage is None and getattr(p, "fmt", None) is None:
             raise ValueError(f"parameter {i} has no .fmt; pass storage= (e.g. 'fp16')")
-        fmt = sf.get_format(p.fmt if storage is None else storage)
+        fmt = B.get_fmt(p.fmt if storage is None else storage)
         if np.dtype(fmt.carrier_dtype) != np.float32:
             raise ValueError(f"storage format {fmt.name} does not fit in float32 masters")
         if p.data.dtype != np.float32:
             raise TypeError(f"parameter {i}: model data must be a float32 carrier, "
                             f"got {p.data.dtype}")
-        if not np.array_equal(sf.round(p.data, fmt, "rne"), p.data, equal_nan=True):
+        if not np.array_equal(B.round_in(p.data, fmt, "rne"), p.data, equal_nan=True):
             raise ValueError(f"parameter {i} is not on the {fmt.name} grid; cast the model to the "
                              "storage format before wrapping the optimizer")
         return fmt
@@ -208,25 +217,14 @@ class MixedPrecisionOptimizer:
         skip = found and getattr(self.scaler, "skip_on_overflow", True)
         norm = math.inf
         if not skip:
-            flat = [g.ravel().astype(np.float64) for g in grads if g is not None]
-            norm = math.sqrt(sum(float(np.dot(f, f)) for f in flat))
-            if self.max_grad_norm is not None:
-                coef = self.max_grad_norm / (norm + 1e-6)  # PyTorch's clip_grad_norm_ rule
-                if coef < 1.0:
-                    for g in grads:
-                        if g is not None:
-                            g *= np.float32(coef)
-            for slot, p, g in zip(self.slots, self.params, grads):
+            # One global norm over every parameter (torch's clip_grad_norm_), clipped or not.
+            norm = clip_grad_norm_(grads, self.max_grad_norm if self.max_grad_norm is not None
+                                   else math.inf)
+            for slot, p, g, m in zip(self.slots, self.params, grads, self.has_master):
                 slot.grad = g
-                if not self.master_weights:
+                if not m:
                     slot.data = p.data   # the model may have rebound .data since the last step
-            if self.master_weights:
-                self.optimizer.step()
-                for i, (slot, p, g) in enumerate(zip(self.slots, self.params, grads)):
-                    if g is not None:
-                        np.copyto(p.data, self._round(slot.data, i))
-            else:
-                self.optimizer.step(apply=self._apply_in_storage)
+            self.optimizer.step(apply=self._apply)
             for slot in self.slots:
                 slot.grad = None
         self.scaler.update(found)
@@ -236,10 +234,24 @@ class MixedPrecisionOptimizer:
     def _round(self, x: np.ndarray, i: int) -> np.ndarray:
         """One rounding into the storage format; SR draws from a stream keyed by (seed, step, i)."""
         fmt = self.formats[i]
-        if self.rounding == sf.Mode.SR:
-            return sf.round(x, fmt, self.rounding, seed=sf.derive_seed(self.seed, self.steps, i),
+        if self.rounding == B.Mode.SR:
+            return B.round_in(x, fmt, self.rounding, seed=B.derive_seed(self.seed, self.steps, i),
                             sr_bits=self.sr_bits)
-        return sf.round(x, fmt, self.rounding)
+        return B.round_in(x, fmt, self.rounding)
+
+    def _apply(self, i: int, slot: _Slot, mult: float, delta: np.ndarray) -> None:
+        if self.has_master[i]:
+            # The fp32 master takes the inner optimizer's own update (PyTorch's, in fp32); the
+            # model weight is its rounding into the storage format.
+            update_in_place(slot.data, mult, delta)
+            np.copyto(self.params[i].data, self._round(slot.data, i))
+        else:
+            self._apply_in_storage(i, slot, mult, delta)
+
+    def stored(self) -> list:
+        """Where each parameter's value lives between steps, in ``params`` order: its fp32
+        master slot where it has one, else the parameter itself (both have ``.data``)."""
+        return [s if m else p for s, p, m in zip(self.slots, self.params, self.has_master)]
 
     def _apply_in_storage(self, i: int, slot: _Slot, mult: float, delta: np.ndarray) -> None:
         w = slot.data
@@ -255,7 +267,7 @@ class MixedPrecisionOptimizer:
         t = self._round(_sum_round_to_odd(u, y.astype(np.float64)), i)
         if self.kahan:
             lost = (t.astype(np.float64) - u).astype(np.float32)  # exact when t, u within 2x
-            np.copyto(c, sf.round(lost - y, self.formats[i], "rne"))
+            np.copyto(c, B.round_in(lost - y, self.formats[i], "rne"))
         np.copyto(w, t)
 
     # -- checkpoints -------------------------------------------------------------------------------
@@ -270,7 +282,9 @@ class MixedPrecisionOptimizer:
         checkpoint from which training resumes bit for bit (copies; plain dicts and arrays)."""
         return {"config": self._config(), "steps": self.steps,
                 "params": [p.data.copy() for p in self.params],
-                "masters": [s.data.copy() for s in self.slots] if self.master_weights else None,
+                "masters": ([s.data.copy() if m else None
+                             for s, m in zip(self.slots, self.has_master)]
+                            if any(self.has_master) else None),
                 "kahan": [c.copy() for c in self.kahan_buffers] if self.kahan else None,
                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict()}
 
@@ -285,12 +299,19 @@ class MixedPrecisionOptimizer:
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
             raise ValueError(f"steps must be an int >= 0, got {steps!r}")
         arrays = [("params", self.params, state_dict["params"])]
-        if self.master_weights:
+        if any(self.has_master):
             arrays.append(("masters", self.slots, state_dict["masters"]))
+        elif state_dict["masters"] is not None:
+            raise ValueError("'masters' must be None: this optimizer keeps no master weights")
         for name, targets, saved in arrays:
             if saved is None or len(saved) != len(targets):
-                raise ValueError(f"'{name}' must hold {len(targets)} arrays")
+                raise ValueError(f"'{name}' must hold {len(targets)} entries")
             for i, (t, a) in enumerate(zip(targets, saved)):
+                if name == "masters" and (a is None) != (not self.has_master[i]):
+                    raise ValueError(f"'masters'[{i}] must be "
+                                     f"{'an array' if self.has_master[i] else 'None'}")
+                if a is None:
+                    continue
                 if np.shape(a) != t.data.shape:
                     raise ValueError(f"'{name}'[{i}] has shape {np.shape(a)}, "
                                      f"expected {t.data.shape}")
@@ -301,7 +322,8 @@ class MixedPrecisionOptimizer:
         self.scaler.load_state_dict(state_dict["scaler"])
         for _name, targets, saved in arrays:
             for t, a in zip(targets, saved):
-                np.copyto(t.data, np.asarray(a, dtype=np.float32))
+                if a is not None:
+                    np.copyto(t.data, np.asarray(a, dtype=np.float32))
         if self.kahan:
             for c, a in zip(self.kahan_buffers, state_dict["kahan"]):
                 np.copyto(c, np.asarray(a, dtype=np.float32))

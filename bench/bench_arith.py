@@ -1,11 +1,21 @@
-"""Benchmark of the emulated elementwise arithmetic against numpy's float32 ops.
+"""Benchmark of the emulated elementwise arithmetic against numpy's float32 operations.
 
-``run()`` times sf.add and sf.mul on 16M float32 elements (values on the target grid, as in
-training) for fp16 and bf16 in "rne" and "sr", against numpy's float32 add and mul on the same
-arrays; each row names its baseline row and gives ratio = seconds / baseline seconds (target:
-<= 3).  Best of a few repeats,
-after one warm-up call (Numba compilation is excluded), with short idle gaps between libraries
-so the thread pools do not fight over the cores.
+``run()`` times sf.add, sf.mul, sf.div, sf.sqrt and sf.fma on 4M float32 operands (values on
+the target format's grid, as in training) for fp16 and bf16 in "rne", on the five data classes
+of issue #13 (N(0,1); gradient-like N(0,1) 2^U[-30, 8); all below the normal range of fp16,
+N(0,1) 2^-20; overflow-heavy N(0,1) 2^U[0, 20), |x| up to ~2^21 before rounding; N(0,1) with 1%
+NaN/Inf sprinkled), plus "sr" rows for add and mul.  Each row's baseline is numpy's float32
+operation on the same arrays in the same run (a + b, a * b, a / b, np.sqrt(a), and a * b + c for
+fma: numpy has no fused multiply-add), and ratio = seconds / baseline seconds (issue #13's bars:
+add/mul <= 2, div and sqrt <= 3, fma <= 4).  sqrt's operand is |a|.  Each row also gives
+``scalar``, the share of elements the arithmetic's passes leave to element-by-element code (the
+scalar ops, or round_value for stochastic rounding outside the normal range; see
+softfloat._kernels_arith_f32.kind_counts), and the first row the CPU the kernels were compiled
+for (NUMBA_CPU_NAME=haswell times the AVX2 code path on an AVX-512 host).  Best of a few repeats
+after one warm-up call (Numba compilation is excluded), with short idle gaps between libraries so
+the thread pools do not fight over the cores.
+
+Run as a script to print the table: ``python bench/bench_arith.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +25,13 @@ import time
 import numpy as np
 
 import softfloat as sf
+from softfloat import _kernels_arith_f32 as KV
 
-N = 16 * 1024 * 1024
+N = 4 * 1024 * 1024
 REPEATS = 5
+GAP = 0.3
+CLASSES = ("N(0,1)", "gradient", "subnormal", "overflow", "NaN/Inf 1%")
+OPS = ("add", "mul", "div", "sqrt", "fma")
 
 
 def _best(fn) -> float:
@@ -30,34 +44,81 @@ def _best(fn) -> float:
     return best
 
 
+def _data(cls: str, rng) -> np.ndarray:
+    x = rng.standard_normal(N)
+    if cls == "gradient":
+        x *= np.exp2(rng.uniform(-30, 8, N))
+    elif cls == "subnormal":
+        x *= 2.0 ** -20
+    elif cls == "overflow":
+        x *= np.exp2(rng.uniform(0, 20, N))
+    x = x.astype(np.float32)
+    if cls == "NaN/Inf 1%":
+        k = rng.choice(N, N // 100, replace=False)
+        x[k] = rng.choice(np.array([np.nan, np.inf, -np.inf], np.float32), k.size)
+    return x
+
+
+def _cpu_name() -> str:
+    import llvmlite.binding as llvm
+    import numba
+    return numba.config.CPU_NAME or llvm.get_host_cpu_name()
+
+
+def _numpy(op, a, b, c):
+    def fn():
+        with np.errstate(all="ignore"):
+            if op == "add":
+                return np.add(a, b)
+            if op == "mul":
+                return np.multiply(a, b)
+            if op == "div":
+                return np.divide(a, b)
+            if op == "sqrt":
+                return np.sqrt(a)
+            return a * b + c
+    return fn
+
+
+def _sf(op, a, b, c, fmt, mode):
+    kw = {"seed": 7} if mode == "sr" else {}
+    if op == "sqrt":
+        return lambda: sf.sqrt(a, fmt, mode, **kw)
+    if op == "fma":
+        return lambda: sf.fma(a, b, c, fmt, mode, **kw)
+    return lambda: getattr(sf, op)(a, b, fmt, mode, **kw)
+
+
 def run() -> list[dict]:
     rng = np.random.default_rng(1234)
-    x = rng.standard_normal(N).astype(np.float32)
-    y = rng.standard_normal(N).astype(np.float32)
-    base_name = {op: f"numpy float32 {op} (16M)" for op in ("add", "mul")}
-    baselines = {
-        "add": _best(lambda: np.add(x, y)),
-        "mul": _best(lambda: np.multiply(x, y)),
-    }
-    rows = [{"name": base_name[op], "seconds": t, "baseline": None, "ratio": None}
-            for op, t in baselines.items()]
-    time.sleep(0.5)
-    for fmt in ("fp16", "bf16"):
-        a = sf.round(x, fmt)
-        b = sf.round(y, fmt)
-        for op, fn in (("add", sf.add), ("mul", sf.mul)):
-            for mode in ("rne", "sr"):
-                kw = {"seed": 7} if mode == "sr" else {}
-                t = _best(lambda fn=fn, a=a, b=b, fmt=fmt, mode=mode, kw=kw:
-                          fn(a, b, fmt, mode, **kw))
-                base = baselines[op]
-                rows.append({"name": f"sf.{op} {fmt} {mode} (16M)", "seconds": t,
-                             "baseline": base_name[op], "ratio": t / base})
-                time.sleep(0.5)
+    rows = []
+    for cls in CLASSES:
+        raw = [_data(cls, rng) for _ in range(3)]
+        for fmt in ("fp16", "bf16"):
+            a, b, c = (sf.round(x, fmt) for x in raw)
+            for op in OPS:
+                x = np.abs(a) if op == "sqrt" else a
+                base_name = f"numpy float32 {op} {fmt} {cls}"
+                base = _best(_numpy(op, x, b, c))
+                rows.append({"name": base_name, "seconds": base, "baseline": None,
+                             "ratio": None})
+                time.sleep(GAP)
+                for mode in ("rne", "sr") if op in ("add", "mul") and cls == "N(0,1)" \
+                        else ("rne",):
+                    kinds = KV.kind_counts(op, x, b, c, fmt, mode)
+                    t = _best(_sf(op, x, b, c, fmt, mode))
+                    row = {"name": f"sf.{op} {fmt} {mode} {cls}", "seconds": t,
+                           "baseline": base_name, "ratio": t / base,
+                           "scalar": f"{(kinds[KV.SCALAR] + kinds[KV.ELEMENTWISE]) / N:.3%}"}
+                    if not rows[0].get("cpu"):
+                        rows[0]["cpu"] = _cpu_name()
+                    rows.append(row)
+                    time.sleep(GAP)
     return rows
 
 
 if __name__ == "__main__":
     for row in run():
         ratio = "" if row["ratio"] is None else f"ratio {row['ratio']:5.2f}"
-        print(f"{row['name']:32s} {row['seconds'] * 1e3:9.2f} ms   {ratio}")
+        extra = "  ".join(f"{k}={row[k]}" for k in ("scalar", "cpu") if k in row)
+        print(f"{row['name']:44s} {row['seconds'] * 1e3:9.2f} ms   {ratio}  {extra}")

@@ -2,7 +2,15 @@
 the same run: one row per preset (model, input format -> accumulator) with seconds, GFLOP/s
 (2 n^3 / seconds), ``ratio`` = model seconds / baseline seconds (the project-wide time ratio) and
 ``speed`` = baseline seconds / model seconds (the issue asks for speed >= 0.4 for ideal-fp32 and
->= 0.05 for every hardware model).
+>= 0.05 for every hardware model).  The instruction set the kernels were compiled for is printed
+first (softfloat._intrinsics.ISA: the vector shapes differ between AVX-512 and AVX2; time the
+AVX2 code path of an AVX-512 host with NUMBA_CPU_NAME=haswell, NUMBA_CPU_FEATURES set to
+haswell's features and a fresh NUMBA_CACHE_DIR, see README).
+
+Then the small GEMMs of training (the demo MLP's 32 x 64 by 64 x 64, forward with a bias and a
+weight-gradient product of transposed operands) per call against numpy's float32 matmul, and
+one training step of the demo's "TC V100 model" run (models/repro/studies.py, MLP study)
+against the same step with plain fp16 (the "dynamic" run: host-BLAS accumulation).
 
 Timings are the best of REPEAT_MIN..REPEAT_MAX repetitions after a warm-up call (Numba
 compilation excluded): as many as fit in about BUDGET seconds, so that the fast rows (the
@@ -76,7 +84,17 @@ def _baseline(a32, b32):
 
 
 def run(n: int = N, cases=CASES) -> list[dict]:
+    from softfloat._intrinsics import ACC_INT, ISA, LANES
     from softfloat import tensorcore as tc
+    print(f"  Tensor Core kernels compiled for {ISA}: {LANES} float64 lanes, "
+          f"{'int64' if ACC_INT else 'float64'} accumulators", flush=True)
+    rows = _gemm_rows(tc, n, cases)
+    rows += _small_rows(tc)
+    rows += _step_rows()
+    return rows
+
+
+def _gemm_rows(tc, n, cases):
     rng = np.random.default_rng(0)
     flops = 2.0 * n ** 3
     a32 = rng.standard_normal((n, n)).astype(np.float32)
@@ -97,6 +115,65 @@ def run(n: int = N, cases=CASES) -> list[dict]:
                      "baseline": rows[0]["name"], "ratio": t / base, "speed": base / t,
                      "gflops": flops / t / 1e9})
     return rows
+
+
+#: The demo MLP's GEMMs (batch 32, width 64): per call, many calls per timing.
+SMALL = (32, 64, 64)
+SMALL_CALLS = 200
+
+
+def _small_rows(tc):
+    import softfloat as sf
+    m, k, n = SMALL
+    rng = np.random.default_rng(1)
+    x = np.asarray(sf.round(rng.standard_normal((m, k)), "fp16"), np.float32)
+    w = np.asarray(sf.round(rng.standard_normal((n, k)), "fp16"), np.float32)
+    bias = np.asarray(sf.round(rng.standard_normal(n), "fp16"), np.float32)
+
+    def per_call(fn):
+        return _best(lambda: [fn() for _ in range(SMALL_CALLS)]) / SMALL_CALLS
+    time.sleep(0.5)
+    tb = per_call(lambda: x @ w.T + bias)
+    base = f"numpy float32 matmul {m}x{k}x{n} + bias"
+    rows = [{"name": base, "seconds": tb, "baseline": None, "ratio": None}]
+    for model in ("v100", "ideal-fp32"):
+        t = per_call(lambda model=model: tc.gemm(x, w.T, bias, model=model))
+        rows.append({"name": f"tc.gemm {model} {m}x{k}x{n} + bias", "seconds": t,
+                     "baseline": base, "ratio": t / tb})
+        t = per_call(lambda model=model: tc.gemm(w.T, x.T, model=model))
+        rows.append({"name": f"tc.gemm {model} {k}x{n}x{m} (transposed)", "seconds": t,
+                     "baseline": base, "ratio": t / tb})
+    return rows
+
+
+#: Training steps per timing of the step rows (after STEPS warm-up steps).
+STEPS = 20
+
+
+def _step_rows():
+    """One training step of the MLP study's "dynamic" (plain fp16) and "tc_v100" runs."""
+    from models.config import resolve_config
+    from models.repro.studies import studies, variant_config
+    from models.trainer import Trainer
+    study = next(s for s in studies("quick") if s["key"] == "mlp")
+    out = {}
+    for key in ("dynamic", "tc_v100"):
+        label, raw = variant_config(study, key)
+        raw["instrument"] = {"histogram_every": 0}
+        tr = Trainer(resolve_config(raw), progress=False)
+        for _ in range(STEPS):
+            tr.train_step()
+
+        def steps(tr=tr):
+            for _ in range(STEPS):
+                tr.train_step()
+        time.sleep(0.5)
+        out[key] = (label, _best(steps) / STEPS)
+    base = f"MLP train step: {out['dynamic'][0]}"
+    label, t = out["tc_v100"]
+    return [{"name": base, "seconds": out["dynamic"][1], "baseline": None, "ratio": None},
+            {"name": f"MLP train step: {label}", "seconds": t, "baseline": base,
+             "ratio": t / out["dynamic"][1]}]
 
 
 if __name__ == "__main__":

@@ -14,7 +14,16 @@ or all must agree):
   DeepSpeed blocks, with DeepSpeed's keys and defaults (loss_scale 0 means dynamic).
 
 An explicit ``"scaler"`` block always wins over the scaler implied by opt_level or the fp16 block.
-Imports only the standard library (json) and models.schema.
+The fp16 block is read by scalers.config (:func:`scalers.config.fp16_scaler_args`), the one
+translation of DeepSpeed's keys and defaults.
+
+Checks beyond the schema's types and ranges: a Tensor Core model must take the policy's input
+format (asked of softfloat.tensorcore, which knows every model's formats); ``data.path`` is only
+for the datasets read from files (mnist, fashion_mnist); a JSON file may not repeat a key within
+one object (json would silently keep the last one).
+
+Imports the standard library, models.schema and scalers.config; softfloat.tensorcore and
+models.build (hence autograd) lazily, for the Tensor Core check.
 """
 
 from __future__ import annotations
@@ -22,6 +31,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+
+from scalers.config import FP16_DEFAULTS, fp16_scaler_args, resolve_fp16_block
 
 from .schema import ConfigError, Field, check_section
 
@@ -32,12 +43,17 @@ __all__ = [
     "SCALERS",
     "SCHEMA",
     "TENSOR_CORES",
+    "DEEPSPEED_SCALER_KEYS",
     "ConfigError",
     "load_config",
     "resolve_config",
 ]
 
-POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16")
+POLICIES = ("fp32", "O0", "O1", "O2", "O3", "bf16", "dfp16", "fp8_delayed", "fp8_current")
+#: precision.recipe keys each fp8 policy takes (Transformer Engine's recipe arguments; null:
+#: the recipe's default).
+RECIPE_KEYS = {"fp8_delayed": ("margin", "fp8_format", "amax_history_len", "amax_compute_algo"),
+               "fp8_current": ("fp8_format",)}
 # "default": the policy's own accumulation; "native": host BLAS (fp32, unspecified order); the
 # rest are softfloat.tensorcore models, the same names as autograd.policy.TC_MODELS (a test checks).
 TENSOR_CORES = ("default", "native", "ideal-fp32", "ideal-fp16", "v100", "t4", "a100", "ada",
@@ -46,6 +62,7 @@ SCALERS = ("none", "static", "dynamic", "apex", "deepspeed", "backoff", "lognorm
 OPTIMIZERS = ("sgd", "adam", "adamw")
 MODELS = ("mlp", "cnn", "lstm", "gru", "transformer")
 _DATASETS = ("digits", "mnist", "fashion_mnist", "blobs", "python_text", "synthetic_text")
+_FILE_DATASETS = ("mnist", "fashion_mnist")  # read from data.path; the others are built in
 _LM_MODELS = ("lstm", "gru", "transformer")
 
 _MODEL_COMMON = {"type": Field(str, None, choices=MODELS, required=True),
@@ -61,6 +78,16 @@ MODEL_SCHEMA = {
                     "layers": Field(int, 1, minimum=1), "d_ff": Field(int, 64, minimum=1)},
 }
 MODEL_SCHEMA["gru"] = MODEL_SCHEMA["lstm"]
+
+
+def _fp16_field(key, default):
+    """A schema Field for one key of DeepSpeed's "fp16" block: the loss scales are numbers
+    (DeepSpeed's defaults write them as the integers 0 and 1); the other keys keep the type of
+    their default (bool or int)."""
+    if key in ("loss_scale", "min_loss_scale"):
+        return Field(float, float(default))
+    return Field(type(default), default)
+
 
 SCHEMA = {
     "name": Field(str, "run"),
@@ -83,6 +110,14 @@ SCHEMA = {
         # The loss is multiplied by this before backward (and the gradients are NOT divided by
         # it): it models the tiny gradients of large models / long sequences.  Not a loss scale.
         "loss_multiplier": Field(float, 1.0, minimum=0.0, exclusive_minimum=True),
+        # fp8 policies only: the recipe's arguments (autograd.recipes; null = TE's default)
+        "recipe": {
+            "margin": Field(int, None, nullable=True, minimum=-100, maximum=100),
+            "fp8_format": Field(str, None, nullable=True, choices=("HYBRID", "E4M3")),
+            "amax_history_len": Field(int, None, nullable=True, minimum=1),
+            "amax_compute_algo": Field(str, None, nullable=True,
+                                       choices=("max", "most_recent")),
+        },
     },
     "optimizer": {
         "type": Field(str, "sgd", choices=OPTIMIZERS),
@@ -130,30 +165,46 @@ SCHEMA = {
         "inject_overflow_steps": Field("list[int]", [], minimum=0),
     },
     "opt_level": Field(str, None, nullable=True, choices=("O0", "O1", "O2", "O3")),
-    "fp16": {
-        "enabled": Field(bool, False), "auto_cast": Field(bool, False),
-        "loss_scale": Field(float, 0.0, minimum=0.0),
-        "initial_scale_power": Field(int, 16, minimum=-126, maximum=127),
-        "loss_scale_window": Field(int, 1000, minimum=1),
-        "hysteresis": Field(int, 2, minimum=1),
-        "consecutive_hysteresis": Field(bool, False),
-        "min_loss_scale": Field(float, 1.0, minimum=0.0, exclusive_minimum=True),
-    },
+    # DeepSpeed's "fp16" block: its keys and defaults are scalers.config's (the one place that
+    # translates it); its values are checked there (resolve_fp16_block), the types here.
+    "fp16": {key: _fp16_field(key, value) for key, value in FP16_DEFAULTS.items()},
     "bf16": {"enabled": Field(bool, False)},
 }
+
+#: scaler-block key -> keyword of DynamicLossScaler.deepspeed (DeepSpeed's name); init_scale is
+#: 2^initial_scale_power.
+DEEPSPEED_SCALER_KEYS = {
+    "init_scale": "initial_scale_power", "growth_interval": "loss_scale_window",
+    "hysteresis": "hysteresis", "consecutive_hysteresis": "consecutive_hysteresis",
+    "min_scale": "min_loss_scale"}
 
 # apex opt_level -> (policy, default scaler); docs/loss-scaling.md section 2.
 _APEX = {"O0": ("O0", "none"), "O1": ("O1", "apex"), "O2": ("O2", "apex"), "O3": ("O3", "none")}
 
 
+def _no_duplicate_keys(path):
+    """object_pairs_hook for json.load: a key given twice in one object is an error (json's
+    default keeps the last value silently, so a config could say two things at once)."""
+    def hook(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                keys = ", ".join(dict.fromkeys(k for k, _ in pairs))
+                raise ConfigError(f"{path}: duplicate key {key!r} in one JSON object (the "
+                                  f"object with keys {keys}); give each key once")
+            seen.add(key)
+        return dict(pairs)
+    return hook
+
+
 def load_config(path):
-    """Read and resolve a JSON config file."""
+    """Read and resolve a JSON config file (duplicate keys are an error naming the key)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"config file not found: {path}")
     with open(path, encoding="utf-8") as fh:
         try:
-            raw = json.load(fh)
+            raw = json.load(fh, object_pairs_hook=_no_duplicate_keys(path))
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     try:
@@ -204,19 +255,22 @@ def resolve_config(raw):
     policy = next(iter(said.values()), "fp32")
     cfg["precision"]["policy"] = policy
 
+    try:
+        cfg["fp16"] = resolve_fp16_block(cfg["fp16"])
+        if cfg["fp16"]["enabled"]:
+            fp16_kind, fp16_args = fp16_scaler_args(cfg["fp16"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
     scaler = cfg["scaler"]
     if (raw.get("scaler") or {}).get("type") is None:
         if cfg["fp16"]["enabled"]:
-            scaler["type"] = "static" if cfg["fp16"]["loss_scale"] > 0 else "deepspeed"
-            if scaler["type"] == "static":
-                scaler["scale"] = cfg["fp16"]["loss_scale"]
+            scaler["type"] = fp16_kind
+            if fp16_kind == "static":
+                scaler["scale"] = fp16_args["loss_scale"]
             else:
-                fp16 = cfg["fp16"]
-                scaler.update(init_scale=2.0 ** fp16["initial_scale_power"],
-                              growth_interval=fp16["loss_scale_window"],
-                              hysteresis=fp16["hysteresis"],
-                              consecutive_hysteresis=fp16["consecutive_hysteresis"],
-                              min_scale=fp16["min_loss_scale"])
+                scaler.update({ours: (2.0 ** fp16_args[theirs] if ours == "init_scale"
+                                      else fp16_args[theirs])
+                               for ours, theirs in DEEPSPEED_SCALER_KEYS.items()})
         elif raw.get("opt_level") is not None:
             scaler["type"] = _APEX[cfg["opt_level"]][1]
         else:
@@ -229,9 +283,15 @@ def resolve_config(raw):
             "digits, mnist, fashion_mnist or blobs"
         raise ConfigError(f"data.name: {data['name']!r} does not fit model.type {mtype!r}; "
                           f"accepted for that model: {want}")
-    if data["name"] in ("mnist", "fashion_mnist") and not data["path"]:
+    if data["name"] in _FILE_DATASETS and not data["path"]:
         raise ConfigError(f"data.path: required for data.name {data['name']!r} (a directory "
-                          "with train-images-idx3-ubyte[.gz] and the other three IDX files)")
+                          "with train-images-idx3-ubyte[.gz] and the other three IDX files; "
+                          "the README's \"MNIST\" section says where to get them)")
+    if data["path"] is not None and data["name"] not in _FILE_DATASETS:
+        raise ConfigError(f"data.path: given for data.name {data['name']!r}, which is built in "
+                          f"and reads no files; data.path is only for "
+                          f"{' and '.join(_FILE_DATASETS)} (remove data.path, or choose one of "
+                          "those)")
     if mtype == "transformer" and cfg["model"]["d_model"] % cfg["model"]["heads"]:
         raise ConfigError(f"model.heads: {cfg['model']['heads']} must divide model.d_model "
                           f"{cfg['model']['d_model']}")
@@ -243,11 +303,45 @@ def resolve_config(raw):
     if policy in ("fp32", "O0", "O1") and cfg["optimizer"]["master_weights"] is False:
         raise ConfigError(f"optimizer.master_weights: false makes no sense with policy "
                           f"{policy!r}, whose weights are already fp32")
+    given = sorted(k for k, v in cfg["precision"]["recipe"].items() if v is not None)
+    bad = [k for k in given if k not in RECIPE_KEYS.get(policy, ())]
+    if bad:
+        takes = ", ".join(RECIPE_KEYS[policy]) if policy in RECIPE_KEYS else "none"
+        raise ConfigError(f"precision.recipe.{bad[0]}: policy {policy!r} takes no such recipe "
+                          f"argument (accepted: {takes}; recipes belong to fp8_delayed and "
+                          f"fp8_current)")
     if cfg["precision"]["tensor_core"] != "default" and policy in ("fp32", "O0", "dfp16"):
         raise ConfigError(f"precision.tensor_core: {cfg['precision']['tensor_core']!r} needs a "
                           f"policy with fp16/bf16 Tensor Core ops (O1, O2, O3, bf16), got "
                           f"policy {policy!r}")
+    _check_tensor_core(cfg, said_tc="tensor_core" in (raw.get("precision") or {}))
     return cfg
+
+
+def _check_tensor_core(cfg, *, said_tc):
+    """The Tensor Core model of the resolved policy must take the policy's input format: ask
+    softfloat.tensorcore (get_model raises for a combination no model has), and list the models
+    that do take it."""
+    from softfloat import tensorcore as tc
+
+    from .build import make_policy
+
+    try:
+        policy = make_policy(cfg)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"precision: {exc}") from None
+    model, inputs, acc = policy.accumulation, policy.compute_format, policy.accumulation_format
+    if model not in tc.list_models():       # host BLAS ("native") or the DFP-16 GEMM
+        return
+    try:
+        tc.get_model(model, inputs, acc)
+    except ValueError as exc:
+        fits = [name for name, pairs in tc.list_models().items() if (inputs, acc) in pairs]
+        key = "precision.tensor_core" if said_tc else "precision.policy"
+        raise ConfigError(
+            f"{key}: Tensor Core model {model!r} cannot take the {inputs} inputs of policy "
+            f"{cfg['precision']['policy']!r} with {acc} accumulation ({exc}); models that take "
+            f"{inputs} -> {acc}: {', '.join(fits) or 'none'}") from None
 
 
 def dumps(cfg):

@@ -118,7 +118,7 @@ def load_dataset(name, *, seed=0, path=None, test_fraction=0.25, image=False, n=
         if path is None:
             raise ValueError(f"dataset {name!r} needs data.path: a directory holding the four "
                              "IDX files (train-images-idx3-ubyte[.gz], ...)")
-        xtr, ytr, xte, yte = load_mnist_dir(path)
+        xtr, ytr, xte, yte = load_mnist_dir(path, name)
         k = 10
         xtr, xte = (a[:, None] if image else a.reshape(len(a), -1) for a in (xtr, xte))
         info["source"] = f"IDX files in {path}"

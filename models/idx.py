@@ -26,7 +26,8 @@ import struct
 
 import numpy as np
 
-__all__ = ["IDX_TYPES", "MNIST_FILES", "load_mnist_dir", "read_idx", "write_idx"]
+__all__ = ["IDX_TYPES", "MNIST_FILES", "MNIST_SOURCES", "load_mnist_dir", "read_idx",
+           "where_to_get", "write_idx"]
 
 #: type code -> big-endian numpy dtype
 IDX_TYPES = {
@@ -116,7 +117,28 @@ def write_idx(path, array, *, compress=None):
         fh.write(body)
 
 
-def _find(directory, role):
+#: Where the four files can be downloaded (the same names, gzipped, at every address): the
+#: canonical MNIST page, then the mirrors torchvision and TensorFlow download from; Zalando's
+#: own bucket and repository for Fashion-MNIST.  The README's "MNIST" section lists them too.
+MNIST_SOURCES = {
+    "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/",
+              "https://storage.googleapis.com/cvdf-datasets/mnist/",
+              "http://yann.lecun.com/exdb/mnist/"),
+    "fashion_mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+                      "https://github.com/zalandoresearch/fashion-mnist/tree/master/data/fashion"),
+}
+
+
+def where_to_get(directory, dataset="mnist"):
+    """The sentence an error about missing files ends with: which four files, from where, and
+    into which directory."""
+    names = ", ".join(MNIST_FILES[r][0] + ".gz" for r in MNIST_FILES)
+    sources = MNIST_SOURCES.get(dataset, MNIST_SOURCES["mnist"])
+    return (f"download {names} from {sources[0]} (or {', '.join(sources[1:])}) into "
+            f"{directory} (gzipped or not); see the README's \"MNIST\" section")
+
+
+def _find(directory, role, dataset):
     names = MNIST_FILES[role]
     for base in names:
         for name in (base, base + ".gz"):
@@ -125,21 +147,24 @@ def _find(directory, role):
                 return candidate
     tried = ", ".join(f"{n}[.gz]" for n in names)
     raise FileNotFoundError(f"{directory}: missing the {role.replace('_', ' ')} file; "
-                            f"looked for {tried}")
+                            f"looked for {tried}; {where_to_get(directory, dataset)}")
 
 
-def load_mnist_dir(directory):
-    """Load MNIST or Fashion-MNIST from ``directory`` (the four standard IDX files).
+def load_mnist_dir(directory, dataset="mnist"):
+    """Load MNIST or Fashion-MNIST from ``directory`` (the four standard IDX files); ``dataset``
+    ("mnist" or "fashion_mnist") only chooses the download addresses a missing-file error names.
 
     Returns (x_train, y_train, x_test, y_test): images as float32 in [0, 1] with shape
     (n, 28, 28) (or whatever the files declare), labels as int64 in 0..9.
     """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
-        raise FileNotFoundError(f"data directory not found: {directory}")
+        raise FileNotFoundError(f"data directory not found: {directory}; "
+                                f"{where_to_get(directory, dataset)}")
     out = []
     for split in ("train", "test"):
-        ipath, lpath = _find(directory, f"{split}_images"), _find(directory, f"{split}_labels")
+        ipath = _find(directory, f"{split}_images", dataset)
+        lpath = _find(directory, f"{split}_labels", dataset)
         images, labels = read_idx(ipath), read_idx(lpath)
         if images.ndim != 3:
             raise ValueError(f"{ipath}: images must be 3-D (count, rows, cols), got shape "

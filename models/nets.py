@@ -24,7 +24,7 @@ import numpy as np
 import autograd.functional as F
 from autograd import default_generator, nn
 from autograd.nn.layers import uniform
-from autograd.tensor import Parameter, Tensor
+from autograd import Parameter, Tensor
 
 __all__ = ["GRU", "MLP", "CharRNN", "LeNet", "TinyTransformer", "build_model"]
 

@@ -21,7 +21,8 @@ unscaled).
 Determinism and resume: every random draw comes from seeded generators whose state is saved in
 the checkpoint (engine generator, stochastic-rounding counter, batch sampler), so a run resumed
 from a checkpoint produces the same bits as one that was never interrupted.  Checkpoints are
-written atomically (models.checkpoint); Ctrl-C stops the loop and leaves the last one intact.
+written atomically with a checksum (models.checkpoint); Ctrl-C stops the loop and leaves the last
+one intact (:meth:`Trainer.interrupt_message` says which step it holds, or that none was saved).
 
 Imports numpy, tqdm, autograd, scalers (via models.build) and models.*.
 """
@@ -42,10 +43,12 @@ import autograd.functional as F
 from scalers import LossScaleAtMinimumError
 
 from .build import make_mixed, make_policy, make_scaler
+from .atomic import write_atomic
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import dumps, resolve_config
 from .data import BatchSampler, eval_batches, load_dataset
 from .histograms import ExponentHistogram
+from .jsonio import json_safe
 from .nets import build_model
 
 __all__ = ["RunFailure", "Trainer", "cached_dataset"]
@@ -79,8 +82,13 @@ class Trainer:
     """Train one resolved (or raw) config; see the module docstring."""
 
     def __init__(self, cfg, *, run_dir=None, progress=True, label=None, position=0,
-                 leave=False):
+                 leave=False, observer=None):
         self.cfg = resolve_config(cfg)
+        # Optional statistics hook (models.repro uses it for per-layer statistics): on the
+        # histogram steps, observer.gradients(trainer, step, scale) after backward, and
+        # observer.updates(trainer, step, before, nonzero) after an applied step.  None: off.
+        # Its state is the observer's own (not saved in checkpoints).
+        self.observer = observer
         self.run_dir, self.progress, self.position = run_dir, progress, position
         self.leave = leave  # keep the finished progress bar on screen
         self.label = label or self.cfg["name"]
@@ -94,18 +102,22 @@ class Trainer:
         self.model.set_policy(self.policy)
         self.scaler = make_scaler(c)
         self.mixed = make_mixed(c, self.model, self.policy, self.scaler)
-        # the wrapper's order: slots (masters) line up with it, also for GroupedMixed
+        # the wrapper's order: slots (masters) line up with it
         self.params = list(self.mixed.params)
         self.sampler = BatchSampler(self.ds, batch_size=c["data"]["batch_size"],
                                     seed=c["seed"] + 1, seq_len=self.seq_len)
         self.step_no = 0
         self.history = {"step": [], "loss": [], "scale": [], "skipped": [], "grad_zero": [],
                         "lost": [], "eval_step": [], "eval_loss": [], "eval_metric": []}
+        if self.policy.recipe is not None:   # fp8 recipe: per GEMM operand and step
+            self.history["fp8"] = []          # (autograd.recipes.fp8_stats rows)
         self.hists = {"weight_grad": ExponentHistogram("weight_grad"),
                       "activation_grad": ExponentHistogram("activation_grad")}
         self.lost_counts = [0, 0]       # [lost, non-zero gradient elements] over applied steps
         self.failure = None             # why training stopped early, if it did
         self.wall_s = 0.0
+        self.saved_step = None          # the step of the last checkpoint saved or resumed
+        self.saved_path = None          # ... and its file (None: none yet)
 
     # ----- one step -------------------------------------------------------------------------
     def _scale(self):
@@ -158,6 +170,8 @@ class Trainer:
             for _, t in self.model.taps:
                 if t.grad is not None:
                     self.hists["activation_grad"].add(np.asarray(t.grad, np.float64) / scale)
+            if self.observer is not None:
+                self.observer.gradients(self, step, scale)
             self.model.taps = None
         track = self.cfg["instrument"]["lost_updates"]
         stored = self._stored()
@@ -165,6 +179,8 @@ class Trainer:
             before = [s.data.copy() for s in stored]
         result = self.mixed.step()
         self.mixed.zero_grad()
+        if "fp8" in self.history:
+            self.history["fp8"] += autograd.recipes.fp8_stats(self.model, open_step_only=True)
         lost_frac = math.nan
         if track and not result.skipped:
             lost = sum(int((m & (s.data == b)).sum())
@@ -173,6 +189,8 @@ class Trainer:
             self.lost_counts[0] += lost
             self.lost_counts[1] += changed_possible
             lost_frac = lost / max(changed_possible, 1)
+            if hist and self.observer is not None:
+                self.observer.updates(self, step, before, nz)
         h = self.history
         h["step"].append(step)
         h["loss"].append(loss_v)
@@ -185,11 +203,8 @@ class Trainer:
 
     def _stored(self):
         """Where each parameter's value is kept between steps, in self.params order: the fp32
-        master where its wrapper keeps one, else the parameter itself."""
-        out = []
-        for w in getattr(self.mixed, "wrappers", [self.mixed]):
-            out += w.slots if w.master_weights else w.params
-        return out
+        master where the wrapper keeps one, else the parameter itself."""
+        return self.mixed.stored()
 
     def _inject_overflow(self):
         """A simulated gradient overflow: the first element of the first gradient becomes +Inf
@@ -241,10 +256,13 @@ class Trainer:
         """Train to budget.steps (from wherever a resume left off); returns result()."""
         b = self.cfg["budget"]
         every_ckpt = self.cfg["checkpoint"]["every"]
+        if self.step_no > b["steps"]:
+            # history.json would record a config that asks for fewer steps than were trained
+            raise ValueError(f"this run is already at step {self.step_no} (resumed from its "
+                             f"checkpoint), beyond budget.steps {b['steps']}; ask for at least "
+                             f"{self.step_no} steps (mpemu train --steps)")
         if self.run_dir:
-            os.makedirs(self.run_dir, exist_ok=True)
-            with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as fh:
-                fh.write(dumps(self.cfg) + "\n")
+            write_atomic(os.path.join(self.run_dir, "config.json"), dumps(self.cfg) + "\n")
         bar = tqdm(total=b["steps"], initial=self.step_no, desc=self.label, leave=self.leave,
                    disable=not self.progress, position=self.position, dynamic_ncols=True,
                    mininterval=0.5, unit="step")
@@ -273,20 +291,16 @@ class Trainer:
                     self.save()
             if self.history["eval_step"][-1] != self.step_no:
                 self._record_eval()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:   # the caller says what was saved: interrupt_message()
             bar.close()
-            log.warning("%s: interrupted at step %d; the last checkpoint is intact",
-                        self.label, self.step_no)
             raise
         bar.close()
         self.wall_s = time.perf_counter() - t0
         result = self.result()
         if self.run_dir:
             self.save()
-            with open(os.path.join(self.run_dir, "history.json"), "w", encoding="utf-8") as fh:
-                from .jsonio import json_safe
-
-                json.dump(json_safe(result), fh, indent=1, allow_nan=False)
+            write_atomic(os.path.join(self.run_dir, "history.json"),
+                         json.dumps(json_safe(result), indent=1, allow_nan=False))
         return result
 
     def result(self):
@@ -343,11 +357,29 @@ class Trainer:
 
     def save(self, path=None):
         path = path or os.path.join(self.run_dir, CHECKPOINT)
-        return save_checkpoint(path, self.state_dict())
+        out = save_checkpoint(path, self.state_dict())
+        self.saved_step, self.saved_path = self.step_no, path
+        return out
 
     def resume(self, path=None):
         """Restore ``path`` (default RUN_DIR/checkpoint.ckpt); returns the step reached."""
         path = path or os.path.join(self.run_dir or ".", CHECKPOINT)
         self.load_state_dict(load_checkpoint(path))
+        self.saved_step, self.saved_path = self.step_no, path
         log.info("%s: resumed from %s at step %d", self.label, path, self.step_no)
         return self.step_no
+
+    def interrupt_message(self):
+        """What an interruption (Ctrl-C) leaves behind: the step of the checkpoint on disk, or
+        that nothing was saved."""
+        if self.saved_path is None and not self.run_dir:
+            return f"interrupted at step {self.step_no}; nothing was saved (no run directory)"
+        if self.saved_path is None:
+            every = self.cfg["checkpoint"]["every"]
+            when = (f"the first was due at step {every}" if every else
+                    "checkpoint.every is 0: only the end of training saves one")
+            return (f"interrupted at step {self.step_no}; nothing was saved (no checkpoint "
+                    f"yet: {when})")
+        return (f"interrupted at step {self.step_no}; the checkpoint of step "
+                f"{self.saved_step} is in {self.saved_path} (resume continues from step "
+                f"{self.saved_step})")

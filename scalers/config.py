@@ -1,4 +1,6 @@
-"""`from_deepspeed_config`: the loss scaler a DeepSpeed-style config dict asks for.
+"""DeepSpeed configs: `from_deepspeed_config`, the loss scaler a DeepSpeed-style config dict
+asks for, and `fp16_scaler_args`, the one translation of DeepSpeed's "fp16" block (its keys, its
+defaults :data:`FP16_DEFAULTS`, its checks) that models.config uses as well.
 
     {"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16,
               "loss_scale_window": 1000, "hysteresis": 2, "consecutive_hysteresis": false,
@@ -25,6 +27,9 @@ from collections.abc import Mapping
 from .dynamic import DynamicLossScaler
 from .static import StaticLossScaler
 
+__all__ = ["BF16_DEFAULTS", "FP16_DEFAULTS", "IGNORED_TOP_LEVEL", "fp16_scaler_args",
+           "from_deepspeed_config", "resolve_fp16_block"]
+
 # The "fp16" block's keys and DeepSpeed's defaults for them (docs/loss-scaling.md, 3).
 FP16_DEFAULTS = {"enabled": False, "auto_cast": False, "loss_scale": 0, "initial_scale_power": 16,
                  "loss_scale_window": 1000, "hysteresis": 2, "consecutive_hysteresis": False,
@@ -46,14 +51,17 @@ IGNORED_TOP_LEVEL = frozenset({
 
 def _bool(block: str, key: str, value) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f'"{block}.{key}" must be true or false, '
-                        f"got {type(value).__name__} {value!r}")
+        raise TypeError(f"{block}.{key}: must be true or false, got {type(value).__name__} "
+                        f"{value!r}")
     return value
 
 
-def _int(block: str, key: str, value, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f'"{block}.{key}" must be an integer >= {minimum}, got {value!r}')
+def _int(block: str, key: str, value, *, minimum: int, maximum: int | None = None) -> int:
+    ok = (not isinstance(value, bool) and isinstance(value, numbers.Integral)
+          and value >= minimum and (maximum is None or value <= maximum))
+    if not ok:
+        upper = "" if maximum is None else f" and <= {maximum}"
+        raise ValueError(f"{block}.{key}: must be an integer >= {minimum}{upper}, got {value!r}")
     return int(value)
 
 
@@ -62,7 +70,7 @@ def _number(block: str, key: str, value, *, minimum: float, strict: bool) -> flo
           and math.isfinite(value) and (value > minimum if strict else value >= minimum))
     if not ok:
         sign = ">" if strict else ">="
-        raise ValueError(f'"{block}.{key}" must be a finite number {sign} {minimum}, got {value!r}')
+        raise ValueError(f"{block}.{key}: must be a finite number {sign} {minimum}, got {value!r}")
     return float(value)
 
 
@@ -74,6 +82,53 @@ def _block(cfg: Mapping, name: str, defaults: dict) -> dict:
     if unknown:
         raise ValueError(f'unknown key(s) {unknown} in "{name}"; accepted: {sorted(defaults)}')
     return {**defaults, **block}
+
+
+def resolve_fp16_block(block: Mapping) -> dict:
+    """The DeepSpeed "fp16" block with DeepSpeed's defaults (:data:`FP16_DEFAULTS`) filled in
+    and every value checked; errors name the key ("fp16.hysteresis: must be ...").
+
+    initial_scale_power is limited to -126..127: 2^128 overflows float32, and below 2^-126 the
+    scale would be a float32 subnormal.
+    """
+    b = _block({"fp16": block}, "fp16", FP16_DEFAULTS)
+    return {
+        "enabled": _bool("fp16", "enabled", b["enabled"]),
+        # auto_cast casts the model's inputs; it has nothing to do with the loss scale
+        "auto_cast": _bool("fp16", "auto_cast", b["auto_cast"]),
+        "loss_scale": _number("fp16", "loss_scale", b["loss_scale"], minimum=0.0, strict=False),
+        "initial_scale_power": _int("fp16", "initial_scale_power", b["initial_scale_power"],
+                                    minimum=-126, maximum=127),
+        "loss_scale_window": _int("fp16", "loss_scale_window", b["loss_scale_window"],
+                                  minimum=1),
+        "hysteresis": _int("fp16", "hysteresis", b["hysteresis"], minimum=1),
+        "consecutive_hysteresis": _bool("fp16", "consecutive_hysteresis",
+                                        b["consecutive_hysteresis"]),
+        "min_loss_scale": _number("fp16", "min_loss_scale", b["min_loss_scale"], minimum=0.0,
+                                  strict=True),
+    }
+
+
+def fp16_scaler_args(block: Mapping) -> tuple[str, dict]:
+    """DeepSpeed's reading of an "fp16" block (enabled or not): the one translation of its keys
+    into a loss scaler, used by :func:`from_deepspeed_config` and by models.config.
+
+    Returns ``("static", {"loss_scale": s})`` when ``loss_scale`` > 0 (a fixed scale), else
+    ``("deepspeed", kwargs)`` with the keyword arguments of :meth:`DynamicLossScaler.deepspeed`
+    (``loss_scale`` 0 means dynamic, DeepSpeed's convention).
+    """
+    b = resolve_fp16_block(block)
+    if b["loss_scale"] != 0.0:
+        return "static", {"loss_scale": b["loss_scale"]}
+    power, min_scale = b["initial_scale_power"], b["min_loss_scale"]
+    if 2.0**power < min_scale:
+        raise ValueError(f"fp16.initial_scale_power: {power} gives 2^{power} = {2.0**power}, "
+                         f"below fp16.min_loss_scale {min_scale}")
+    return "deepspeed", {"initial_scale_power": power,
+                         "loss_scale_window": b["loss_scale_window"],
+                         "hysteresis": b["hysteresis"],
+                         "consecutive_hysteresis": b["consecutive_hysteresis"],
+                         "min_loss_scale": min_scale}
 
 
 def from_deepspeed_config(cfg: Mapping):
@@ -104,22 +159,7 @@ def from_deepspeed_config(cfg: Mapping):
     if not fp16_on:
         # bf16 has fp32's exponent range: DeepSpeed neither scales nor checks for overflow.
         return StaticLossScaler(1.0, skip_on_overflow=False)
-
-    _bool("fp16", "auto_cast", fp16["auto_cast"])  # casts inputs; nothing to do with the scale
-    loss_scale = _number("fp16", "loss_scale", fp16["loss_scale"], minimum=0.0, strict=False)
-    power = _int("fp16", "initial_scale_power", fp16["initial_scale_power"], minimum=-126)
-    if power > 127:
-        raise ValueError('"fp16.initial_scale_power" must be <= 127 (2^128 overflows float32), '
-                         f"got {power}")
-    window = _int("fp16", "loss_scale_window", fp16["loss_scale_window"], minimum=1)
-    hysteresis = _int("fp16", "hysteresis", fp16["hysteresis"], minimum=1)
-    consecutive = _bool("fp16", "consecutive_hysteresis", fp16["consecutive_hysteresis"])
-    min_scale = _number("fp16", "min_loss_scale", fp16["min_loss_scale"], minimum=0.0, strict=True)
-    if loss_scale != 0.0:
-        return StaticLossScaler(loss_scale)
-    if 2.0**power < min_scale:
-        raise ValueError(f'"fp16.initial_scale_power" {power} gives 2^{power} = {2.0**power}, '
-                         f'below "min_loss_scale" {min_scale}')
-    return DynamicLossScaler.deepspeed(initial_scale_power=power, loss_scale_window=window,
-                                       hysteresis=hysteresis, consecutive_hysteresis=consecutive,
-                                       min_loss_scale=min_scale, raise_error_at_min_scale=True)
+    kind, args = fp16_scaler_args(fp16)
+    if kind == "static":
+        return StaticLossScaler(args["loss_scale"])
+    return DynamicLossScaler.deepspeed(**args, raise_error_at_min_scale=True)

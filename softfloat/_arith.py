@@ -41,6 +41,10 @@ infinity: from infinite operands they go through round_value like a converted In
 rules); from x / 0 they are NaN for fn formats and +-max for saturating and "none" formats, with
 only DIVBYZERO raised.  A NaN result in a "none" format raises INVALID (round_value's rule).
 
+Arrays of float32 operands do not come here element by element: softfloat._arith_f32 computes
+the same round-to-odd proxies branch-free (RO24 in float32 arithmetic, or RO53 in float64), and
+softfloat._kernels_arith_f32 hands only the rare rest back to these functions.
+
 Imports numpy, numba, softfloat._primitives and softfloat._roundpack only.
 """
 
@@ -54,6 +58,10 @@ from numba import njit
 from ._primitives import (U64_0, U64_1, bit_length64, fold_odd, frexp1, mul64to128, pow2,
                           shl128, shr128_jam, signbit, two_prod_err, two_sum_err)
 from ._roundpack import DIVBYZERO, INVALID, RDN, round_value
+
+#: Operation codes of the array kernels.  MUL_EXACT is mul for operands whose float64 product is
+#: exact (float32 operands); the API picks it.
+ADD, SUB, MUL, MUL_EXACT, DIV, SQRT, FMA = 0, 1, 2, 3, 4, 5, 6
 
 @njit(cache=True)
 def _nan_result(fp, flags):

@@ -55,18 +55,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._int32 import add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32, xor32
+from ._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
+                          xor32)
 from ._kernels_round import CHUNK, add_flag_counts
+from ._primitives import F32_ABS as _ABS
+from ._primitives import F32_FRAC as _M23
+from ._primitives import F32_HIDDEN as _HID
+from ._primitives import F32_INF as _INF
+from ._primitives import F32_QNAN as _QNAN
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW,
                          overflow_result, round_value)
 from .rng import random_bits
 
-_ABS = np.uint32(0x7FFFFFFF)
-_INF = np.uint32(0x7F800000)
-_QNAN = np.uint32(0x7FC00000)
-_M23 = np.uint32(0x007FFFFF)
-_HID = np.uint32(0x00800000)
 _SLOW = np.uint32(0xFFFFFFFF)   # marker in the output: element to recompute with round_value
 _U0 = np.uint32(0)
 _U1 = np.uint32(1)
@@ -191,7 +192,7 @@ def _normal_one(b, u, is_sr, C):
     """Pass 1: (pattern, flags, special) with special = below 2^emin, Inf or NaN (left for
     pass 2); rounding at bit d and overflow otherwise.  Kept lean: this is the common case.
 
-    The pattern and the tests are computed with softfloat._int32's 32-bit operations (plain
+    The pattern and the tests are computed with softfloat._intrinsics' 32-bit operations (plain
     uint32 expressions would be widened to 64 bits by Numba, halving the SIMD width).  No sum
     wraps: a < 2^31 and every increment is < 2^d <= 2^23."""
     (ud, low, keep, c0, cpar, cpos, cneg, rto_lsb, s1, s2, tinybits, maxbits, ovp, ovn,

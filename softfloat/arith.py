@@ -18,6 +18,7 @@ import builtins
 import numpy as np
 
 from . import _kernels_arith as K
+from . import _kernels_arith_f32 as KV
 from ._kernels_round import NFLAGS, n_chunks
 from ._validate import (
     as_float_array,
@@ -88,11 +89,10 @@ def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags, index_offset)
     n = int(np.prod(shape))
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and op in (K.ADD, K.SUB, K.MUL_EXACT) and fa.dtype == np.float32 \
-            and out.dtype == np.float32:
-        # float32 operands, float32 carrier: the branch-free fast pass (same results and flags).
-        K.fast_binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key,
-                             base, rbits, flags is not None, counts)
+    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+        # float32 operands, float32 carrier: the vectorised passes (same results and flags).
+        KV.run(op, fa, sa, fb, sb, fb, sb, out, fmt, mode, key, base, rbits, flags is not None,
+               counts)
     elif n:
         K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, base,
                         rbits, flags is not None, counts)
@@ -150,7 +150,10 @@ def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offse
     n = fa.size
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n:
+    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+        KV.run(K.SQRT, fa, 1, fa, 1, fa, 1, out, fmt, mode, key, base, rbits,
+               flags is not None, counts)
+    elif n:
         K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, base, rbits,
                       flags is not None, counts)
     if flags is not None:
@@ -169,7 +172,10 @@ def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_
     n = int(np.prod(shape))
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n:
+    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+        KV.run(K.FMA, fa, sa, fb, sb, fc, sc, out, fmt, mode, key, base, rbits,
+               flags is not None, counts)
+    elif n:
         K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, fmt.kernel_params(), int(mode),
                      key, base, rbits, flags is not None, counts)
     if flags is not None:

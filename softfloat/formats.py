@@ -257,7 +257,11 @@ class Format:
 # ----- presets ---------------------------------------------------------------------------
 # Widths from the standards: IEEE 754 binary16/binary32; bfloat16 (fp32's exponent, 7 fraction
 # bits); NVIDIA TF32 (fp32's exponent, fp16's 10 fraction bits, 19 bits used); OCP 8-bit
-# formats E4M3FN (no Inf, one NaN pattern) and E5M2 (IEEE-style).
+# formats E4M3FN (no Inf, one NaN pattern) and E5M2 (IEEE-style); the OCP MX v1.0 sub-byte
+# element formats (section 5.3.3), every pattern finite (no Inf, no NaN: inf_nan="none"):
+#   e2m1 (FP4): bias 1, emax = 3 - 1 = 2, max (2 - 2^-1) * 2^2 = 6, smallest 2^(0-1) = 0.5;
+#   e2m3 (FP6): bias 1, emax 2, max (2 - 2^-3) * 2^2 = 7.5, smallest 2^(0-3) = 0.125;
+#   e3m2 (FP6): bias 3, emax = 7 - 3 = 4, max (2 - 2^-2) * 2^4 = 28, smallest 2^(-2-2) = 0.0625.
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
@@ -273,6 +277,9 @@ FORMATS: dict[str, Format] = {
         # NVFP4's block scale: E4M3FN without its sign bit (7 bits, values 0 .. 448, 0x7F NaN).
         Format("ue4m3", 4, 3, inf_nan="fn", signed=False),
         Format("fp64", 11, 52),
+        Format("e2m1", 2, 1, inf_nan="none"),
+        Format("e2m3", 2, 3, inf_nan="none"),
+        Format("e3m2", 3, 2, inf_nan="none"),
     )
 }
 
@@ -286,6 +293,9 @@ _ALIASES = {
     "e8m0": ("e8m0fnu", "float8_e8m0fnu", "ue8m0", "fp8_e8m0"),
     "ue4m3": ("e4m3_unsigned", "ufp8_e4m3"),
     "fp64": ("binary64", "double", "float64", "f64"),
+    "e2m1": ("fp4", "fp4_e2m1", "e2m1fn", "float4_e2m1fn"),
+    "e2m3": ("fp6_e2m3", "e2m3fn", "float6_e2m3fn"),
+    "e3m2": ("fp6_e3m2", "e3m2fn", "float6_e3m2fn"),
 }
 _LOOKUP = {name: name for name in FORMATS}
 for _canon, _names in _ALIASES.items():

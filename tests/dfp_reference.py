@@ -52,19 +52,42 @@ def pow2(e) -> Fraction:
     return Fraction(2) ** e
 
 
+#: softfloat's mode names and DFP's names of the same roundings (written out here, not
+#: imported: the reference shares nothing with the library).
+_NAMES = {"nearest": "rne", "stochastic": "sr", "biased": "rhu", "floor": "rdn"}
+
+
+def is_stochastic(mode: str) -> bool:
+    return _NAMES.get(mode, mode) == "sr"
+
+
 def round_int(t: Fraction, mode: str, u: int = 0, rbits: int = 24) -> int:
-    """The DFP roundings of a rational t to an integer (definitions of softfloat.dfp)."""
+    """The DFP roundings of a rational t to an integer (definitions of softfloat.dfp), by mode
+    name: rne (nearest), rhu (biased), rdn (floor), sr (stochastic), rna, rtz, rup, rto."""
+    mode = _NAMES.get(mode, mode)
     fl = math.floor(t)
     frac = t - fl
-    if mode == "floor":
+    if mode == "rdn":
         return fl
-    if mode == "biased":
+    if mode == "rup":
+        return math.ceil(t)
+    if mode == "rtz":
+        return math.trunc(t)
+    if mode == "rhu":
         return math.floor(t + Fraction(1, 2))
-    if mode == "nearest":
+    if mode == "rne":
         if frac > Fraction(1, 2) or (frac == Fraction(1, 2) and fl % 2 == 1):
             return fl + 1
         return fl
-    if mode == "stochastic":
+    if mode == "rna":
+        if frac == Fraction(1, 2):
+            return fl + 1 if t > 0 else fl            # the tie goes away from zero
+        return fl + 1 if frac > Fraction(1, 2) else fl
+    if mode == "rto":
+        if frac == 0:
+            return fl
+        return fl if fl % 2 == 1 else fl + 1          # the odd one of floor(t), floor(t) + 1
+    if mode == "sr":
         top = math.floor(frac * 2 ** rbits)
         return fl + 1 if top + (u >> (64 - rbits)) >= 2 ** rbits else fl
     raise ValueError(mode)
@@ -117,14 +140,14 @@ def quantize(x, bits, rounding, axis=None, block=None, scale_rule="floor", seed=
             while a / pow2(e) > lim:
                 e += 1
             es[k] = e
-    key = seed_key(seed) if rounding == "stochastic" else 0
+    key = seed_key(seed) if is_stochastic(rounding) else 0
     out = np.zeros(x.shape, dtype=np.int64)
     sat = und = 0
     for flat, idx in enumerate(np.ndindex(x.shape)):
         v = Fraction(float(x[idx]))
         if v == 0:
             continue
-        u = random_bits(key, flat) if rounding == "stochastic" else 0
+        u = random_bits(key, flat) if is_stochastic(rounding) else 0
         i = round_int(v / pow2(es[block_of(idx, axis, block)]), rounding, u, sr_bits)
         i, s = clip(i, bits)
         sat += s
@@ -166,10 +189,10 @@ def down_convert(mant, exp_elem, blocks, bits, rounding, seed=None, sr_bits=24):
         while (a >> r) >= 2 ** (bits - 1):   # smallest R with max|I| >> R < 2^(P-1)
             r += 1
         shift[k] = r
-    key = seed_key(seed) if rounding == "stochastic" else 0
+    key = seed_key(seed) if is_stochastic(rounding) else 0
     out, oe, sat = [], [], 0
     for f, k in enumerate(blocks):
-        u = random_bits(key, f) if rounding == "stochastic" else 0
+        u = random_bits(key, f) if is_stochastic(rounding) else 0
         i, s = clip(shift_round(m[f], shift[k], rounding, u, sr_bits), bits)
         sat += s
         out.append(i)

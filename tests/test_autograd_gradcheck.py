@@ -200,7 +200,7 @@ def test_composite_graph_reuses_nodes():
 
 
 def test_check_grads_detects_a_wrong_vjp():
-    from autograd.tensor import make
+    from autograd._tensor import make
 
     def bad_square(x):
         # value x^2 but a VJP of 3x instead of 2x

@@ -70,6 +70,8 @@ CASES = [
     ((2, 17, 9), 8, (None, None), (0, 5), 2, 0),
     ((3, 1, 4), 16, (None, None), (None, None), None, 0),
     ((6, 20, 3), 16, (1, 7), (0, 3), 1, 3),
+    # pieces of 4, 2, 2, 4 products: one-pair chains (the fused path) between longer ones
+    ((5, 12, 9), 16, (1, 4), (0, 6), None, 0),
 ]
 
 
@@ -232,8 +234,13 @@ def test_argument_errors():
     B = dfp.DFPTensor(np.ones((3, 4), int), 0)
     with pytest.raises(TypeError, match="dfp.quantize"):
         dfp.gemm(np.ones((2, 3)), B)
-    with pytest.raises(ValueError, match="must be 2-D"):
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
         dfp.gemm(dfp.DFPTensor(np.ones(3, int), 0), B)
+    with pytest.raises(ValueError, match=r"axis 1, which is not the reduction axis.*axis=2"):
+        dfp.gemm(dfp.DFPTensor(np.ones((2, 2, 3), int), np.zeros((2, 1, 3), int), axis=1), B)
+    with pytest.raises(ValueError, match="shape mismatch|broadcast"):
+        dfp.gemm(dfp.DFPTensor(np.ones((2, 2, 3), int), 0),
+                 dfp.DFPTensor(np.ones((3, 3, 4), int), 0))
     with pytest.raises(ValueError, match="P <= 16"):
         dfp.gemm(dfp.DFPTensor(np.ones((2, 3), int), 0, 32), B)
     with pytest.raises(ValueError, match="not the reduction axis"):
@@ -252,3 +259,46 @@ def test_argument_errors():
         dfp.gemm(A, B, return_stats=1)
     with pytest.raises(TypeError):
         dfp.gemm(A, B, 4)                               # keyword-only
+
+
+#: (axis, block) of a batched A (..., m, k) and B (..., k, n), by name
+BATCH_LAYOUTS = {"tensor": ((None, None), (None, None)), "row/col": ((3, None), (1, None)),
+                 "blocks": ((3, 4), (1, 6)), "tensor/blocks": ((None, None), (1, 6))}
+
+
+@pytest.mark.parametrize("layouts", BATCH_LAYOUTS)
+def test_batched_against_a_loop(layouts):
+    """Leading dimensions broadcast like numpy.matmul; each matrix is the 2-D GEMM of its
+    slices (exponents of its rows / columns / blocks; a per-tensor exponent is shared)."""
+    (axa, bla), (axb, blb) = BATCH_LAYOUTS[layouts]
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 1, 5, 12)).astype(np.float32)
+    b = (rng.standard_normal((4, 12, 7)) * 2.0 ** rng.integers(-9, 9, (4, 12, 7)))
+    A = dfp.quantize(a, axis=axa, block=bla)
+    B = dfp.quantize(b, axis=axb, block=blb)
+    for kw in ({"chain_len": 3}, {"chain_len": 2, "overflow": "saturate"}, {}):
+        D, st = dfp.gemm(A, B, return_stats=True, **kw)
+        assert D.shape == (3, 4, 5, 7) and D.dtype == np.float32
+        tot = {k: 0 for k in st}
+        for i in range(3):
+            for j in range(4):
+                Ai = dfp.DFPTensor(A.mantissa[i, 0], A.exponent if A.axis is None
+                                   else A.exponent[i, 0], axis=None if A.axis is None else 1,
+                                   block=A.block)
+                Bj = dfp.DFPTensor(B.mantissa[j], B.exponent if B.axis is None
+                                   else B.exponent[j], axis=None if B.axis is None else 0,
+                                   block=B.block)
+                r, s = dfp.gemm(Ai, Bj, return_stats=True, **kw)
+                assert np.array_equal(D[i, j].view(np.uint32), r.view(np.uint32))
+                for k in tot:
+                    tot[k] = max(tot[k], s[k]) if k in ("max_abs_chain_sum",
+                                                        "chains_per_output") else tot[k] + s[k]
+        assert st == tot
+    # a 2-D operand broadcasts against a batch
+    D = dfp.gemm(dfp.quantize(a[0, 0]), B)
+    assert D.shape == (4, 5, 7)
+    assert np.array_equal(D[2], dfp.gemm(dfp.quantize(a[0, 0]),
+                                         dfp.DFPTensor(B.mantissa[2], B.exponent if B.axis is None
+                                                       else B.exponent[2],
+                                                       axis=None if B.axis is None else 0,
+                                                       block=B.block)))

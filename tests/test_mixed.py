@@ -283,7 +283,7 @@ def test_each_parameter_keeps_its_own_format():
 
 
 def test_works_with_autograd_parameter():
-    from autograd.tensor import Parameter
+    from autograd import Parameter
 
     p = Parameter(np.ones(16), fmt="fp16")
     opt = MixedPrecisionOptimizer(Adam([p], lr=1e-3), DynamicLossScaler(init_scale=2.0**8))
@@ -317,3 +317,45 @@ def test_bad_arguments():
     other = MixedPrecisionOptimizer(SGD([P([1.0])]), storage="bf16")
     with pytest.raises(ValueError, match="checkpoint was made with"):
         opt.load_state_dict(other.state_dict())
+
+
+def test_mixed_formats_one_verdict_one_scaler_update_and_checkpoint():
+    """fp16 weights with fp32 masters beside fp32 parameters that need none, in ONE optimizer:
+    an overflow in any parameter skips every update, the scaler backs off once, and a
+    checkpoint (masters None for the fp32 parameters) resumes bit for bit."""
+    def build():
+        ps = [P(np.linspace(-1, 1, 6), "fp16"), P(np.linspace(0.5, 1, 3), "fp32")]
+        return ps, MixedPrecisionOptimizer(Adam(ps, lr=1e-2), DynamicLossScaler(
+            init_scale=2.0**6, growth_interval=2))
+
+    ps, opt = build()
+    assert opt.has_master == [True, False] and opt.stored()[1] is ps[1]
+    rng = np.random.default_rng(0)
+    gs = [[rng.normal(size=p.data.shape) for p in ps] for _ in range(6)]
+
+    def run(opt, ps, steps):
+        for k in steps:
+            for p, g in zip(ps, gs[k]):
+                p.grad = sf.round(g * opt.scaler.get_scale(), p.fmt)
+            if k == 1:
+                ps[1].grad[0] = np.inf          # only the fp32 parameter overflows
+                before = [p.data.copy() for p in ps] + [opt.slots[0].data.copy()]
+            res = opt.step()
+            if k == 1:
+                assert res.skipped and opt.scaler.get_scale() == 2.0**5
+                after = [p.data for p in ps] + [opt.slots[0].data]
+                assert all(np.array_equal(bits(a), bits(b)) for a, b in zip(before, after))
+
+    run(opt, ps, range(6))
+    ps2, opt2 = build()
+    run(opt2, ps2, range(3))
+    saved = pickle.loads(pickle.dumps(opt2.state_dict()))
+    assert saved["masters"][1] is None and saved["masters"][0].shape == (6,)
+    ps3, opt3 = build()
+    opt3.load_state_dict(saved)
+    run(opt3, ps3, range(3, 6))
+    assert_same_state(opt.state_dict(), opt3.state_dict())
+    bad = pickle.loads(pickle.dumps(saved))
+    bad["masters"][1] = np.zeros(3, np.float32)
+    with pytest.raises(ValueError, match=r"'masters'\[1\] must be None"):
+        build()[1].load_state_dict(bad)

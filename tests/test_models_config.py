@@ -144,3 +144,96 @@ def test_checkpoint_loader_refuses_code_and_garbage(tmp_path):
         ckpt.load_checkpoint(other)
     with pytest.raises(FileNotFoundError):
         ckpt.load_checkpoint(tmp_path / "missing.ckpt")
+
+
+# ---- Tensor Core models and formats, data.path, duplicate keys (issue 18, item 14) ------------
+
+def _tc_cases():
+    from softfloat import tensorcore as tc
+
+    from models.config import TENSOR_CORES
+
+    out = []
+    for policy, fmt in (("O1", "fp16"), ("O2", "fp16"), ("O3", "fp16"), ("bf16", "bf16")):
+        for model in TENSOR_CORES:
+            if model in ("default", "native"):
+                continue
+            acc = "fp16" if model == "ideal-fp16" else "fp32"
+            out.append((policy, model, (fmt, acc) in tc.list_models()[model]))
+    return out
+
+
+@pytest.mark.parametrize("policy, model, takes", _tc_cases())
+def test_tensor_core_model_must_take_the_policy_format(policy, model, takes):
+    raw = {**MLP, "precision": {"policy": policy, "tensor_core": model}}
+    if takes:
+        assert resolve_config(raw)["precision"]["tensor_core"] == model
+        return
+    with pytest.raises(ConfigError) as info:
+        resolve_config(raw)
+    msg = str(info.value)
+    assert msg.startswith(f"precision.tensor_core: Tensor Core model {model!r} cannot take the "
+                          f"{'bf16' if policy == 'bf16' else 'fp16'} inputs")
+    assert "models that take bf16 -> fp32: ideal-fp32, a100, ada, h100, b200" in msg or \
+        policy != "bf16"
+
+
+def test_bf16_with_v100_is_rejected_like_other_config_errors(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({**MLP, "bf16": {"enabled": True},
+                             "precision": {"tensor_core": "v100"}}))
+    with pytest.raises(ConfigError, match=r"c.json: precision.tensor_core: Tensor Core model "
+                                          r"'v100' cannot take the bf16 inputs"):
+        load_config(p)
+
+
+@pytest.mark.parametrize("name", ["digits", "blobs"])
+def test_data_path_for_a_builtin_dataset_is_an_error(name):
+    with pytest.raises(ConfigError, match=rf"data.path: given for data.name '{name}', which is "
+                                          r"built in"):
+        resolve_config({**MLP, "data": {"name": name, "path": "data/mnist"}})
+    assert resolve_config({**MLP, "data": {"name": "mnist", "path": "x"}})["data"]["path"] == "x"
+
+
+@pytest.mark.parametrize("text, key", [
+    ('{"model": {"type": "mlp"}, "seed": 1, "seed": 2}', "seed"),
+    ('{"model": {"type": "mlp"}, "optimizer": {"lr": 0.1, "type": "sgd", "lr": 0.2}}', "lr"),
+])
+def test_duplicate_json_keys_are_an_error(tmp_path, text, key):
+    p = tmp_path / "dup.json"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=rf"dup.json: duplicate key '{key}' in one JSON object"):
+        load_config(p)
+
+
+# ---- DeepSpeed's fp16 block: one translation (scalers.config), two users --------------------
+
+@pytest.mark.parametrize("block", [
+    {"enabled": True},
+    {"enabled": True, "loss_scale": 128},
+    {"enabled": True, "initial_scale_power": 12, "loss_scale_window": 7, "hysteresis": 3,
+     "consecutive_hysteresis": True, "min_loss_scale": 2},
+])
+def test_fp16_block_gives_the_scaler_from_deepspeed_config_gives(block):
+    from models.build import make_scaler
+    from scalers import from_deepspeed_config
+
+    ours = make_scaler(resolve_config({**MLP, "fp16": block}))
+    theirs = from_deepspeed_config({"fp16": block})
+    assert type(ours) is type(theirs)
+    assert ours.state_dict() == theirs.state_dict()
+
+
+@pytest.mark.parametrize("block, fragment", [
+    ({"enabled": True, "hysteresis": 0}, "fp16.hysteresis: must be an integer >= 1"),
+    ({"enabled": True, "initial_scale_power": 0, "min_loss_scale": 4},
+     "fp16.initial_scale_power: 0 gives 2^0 = 1.0, below fp16.min_loss_scale 4.0"),
+])
+def test_fp16_block_errors_come_from_scalers_config(block, fragment):
+    from scalers.config import fp16_scaler_args
+
+    with pytest.raises(ConfigError, match=fragment.replace("^", r"\^")):
+        resolve_config({**MLP, "fp16": block})
+    with pytest.raises(ValueError, match=fragment.replace("^", r"\^")):
+        fp16_scaler_args(block)
+

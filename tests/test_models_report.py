@@ -34,8 +34,8 @@ def test_histogram_fractions_match_exact_fp16_cast(k):
     h.add(v[7000:])
     finite = v[np.isfinite(v) & (v != 0)]
     fate = fp16_fate(finite, 2.0 ** k)
-    assert int(h.underflow[k]) == fate["zero"]
-    assert int(h.overflow[k]) == fate["inf"]
+    assert int(h.underflow["fp16"][k]) == fate["zero"]
+    assert int(h.overflow["fp16"][k]) == fate["inf"]
     assert h.zeros == int(np.count_nonzero(v == 0))
     assert h.nonfinite == int(np.count_nonzero(~np.isfinite(v)))
     assert h.total == v.size
@@ -81,36 +81,64 @@ def _fake_run(key, label, scale=1.0, skipped=(), metric="accuracy"):
                       "diverged": False, "failure": None, "wall_s": 1.0}}
 
 
+def _fake_config(run, stats_values):
+    from models.repro.aggregate import summary
+
+    stats = {k: summary(v) for k, v in stats_values.items()}
+    stats["diverged"] = 0
+    return {"key": run["key"], "label": run["label"], "paper": "p", "amplified": False,
+            "config": run["config"], "stats": stats,
+            "seeds": [{"seed": 0, "final": run["final"], "history": run["history"]}]}
+
+
 def test_figures_and_report(tmp_path):
     h = ExponentHistogram()
     h.add(_values())
-    runs = [_fake_run("fp32", "fp32"), _fake_run("static", "static 2^8", 256.0, skipped=(3,))]
+    runs = [_fake_run("fp32", "fp32"), _fake_run("static_8", "static 2^8", 256.0, skipped=(3,))]
     runs[1]["history"]["loss"][5] = math.nan
+    d = h.to_dict()
+    bands = {"name": "fp16", "zero_max": 2.0 ** -25, "tiny": 2.0 ** -14, "overflow_min": 65520.0}
+    win = {"log2_scale": [0, 1, 2], "to_zero": [0.1, 0.05, 0.0], "overflow": [0.0, 0.0, 0.1]}
     for name, path in (
             ("loss", figures.plot_loss_curves(runs, tmp_path / "loss.png", title="t")),
             ("scale", figures.plot_scale_trajectories(runs[1:], tmp_path / "scale.png", title="t")),
-            ("hist", figures.plot_exponent_histogram(h.to_dict(), tmp_path / "h.png", title="t",
-                                                     log2_scale=8))):
+            ("hist", figures.plot_exponent_histogram(d, tmp_path / "h.png", title="t",
+                                                     log2_scale=8)),
+            ("bands", figures.plot_band_histograms(
+                [{"what": "w", "exp_min": d["exp_min"], "counts": d["counts"], "zeros": 3,
+                  "total": h.total, "text": "x"}], tmp_path / "b.png", title="t", bands=bands)),
+            ("window", figures.plot_scale_window({"w": win}, tmp_path / "w.png", title="t",
+                                                 runs=[(0, 0.5, 0), (2, 0.0, 4)], settled=1.5)),
+            ("layers", figures.plot_layer_shares({"w": [("a", 0.1, 0.2), ("b", 0.0, 0.3)]},
+                                                 tmp_path / "l.png", title="t")),
+            ("ratio", figures.plot_update_ratios(-14, [1, 2, 3, 4], tmp_path / "r.png",
+                                                 title="t", text="x")),
+            ("curve", figures.plot_share_curves([256, 1024], {"s": ([0.1, 0.2], [0.0, 0.01])},
+                                                tmp_path / "c.png", title="t", xlabel="x"))):
         with open(path, "rb") as fh:
             data = fh.read()
         assert data[:8] == b"\x89PNG\r\n\x1a\n", name
-    hs = {"total": h.total, "log2_scale": 8, "best_log2_scale": h.best_log2_scale(),
-          "fractions_unscaled": h.fractions(0), "fractions_scaled": h.fractions(8)}
-    results = {"title": "T", "profile": "quick", "command": "cmd", "wall_s": 12.0,
-               "environment": {"cpus": 2, "python": "3", "numpy": "2"},
-               "findings": [{"title": "F", "paper": "P", "text": "X", "reproduced": False}],
-               "settings_notes": ["note"],
+    vals = {"eval_loss": [0.5, 0.6], "eval_metric": [0.9, 0.8], "train_loss": [0.5, 0.5],
+            "lost_update_fraction": [0.25, 0.25], "grad_zero_fraction": [0.1, 0.1],
+            "skipped_steps": [0, 0], "final_scale": [1.0, 1.0], "progress": [1.0, 1.0],
+            "settled_log2_scale": [None, None]}
+    configs = [_fake_config(r, vals) for r in runs]
+    results = {"title": "T", "profile": "quick", "command": "cmd", "wall_s": 12.0, "runs": 4,
+               "seeds": [0, 1], "environment": {"cpus": 2, "python": "3", "numpy": "2"},
+               "findings": [{"claim": "c", "title": "F", "paper": "P", "text": "X",
+                             "rule": "R", "evidence": "natural", "reproduced": False}],
+               "needs_device": [], "settings_notes": ["note"], "figures": {}, "mnist": {},
                "models": [{"key": "m", "title": "Model", "description": "D", "settings": ["s"],
-                           "metric": "accuracy", "runs": runs,
-                           "figures": {"loss": "loss.png", "hist_act": "h.png"},
-                           "histograms": {"weight_grad": hs}}]}
+                           "metric": "accuracy", "k": 0, "hist_every": 5, "seeds": [0, 1],
+                           "configs": configs, "figures": {"loss": "loss.png"}}]}
     with open(write_report(str(tmp_path), results), encoding="utf-8") as fh:
         md = fh.read()
-    assert "### F: **not shown**" in md and "| static 2^8 |" in md
-    assert "![Loss curves: Model](loss.png)" in md and "2^8" in md and "25.00%" in md
+    assert "### F: **not shown** (natural-scale evidence)" in md and "| static 2^8 |" in md
+    assert "![Loss curves, natural scale: Model](loss.png)" in md and "25.00% ± 0.00" in md
+    assert "| 0.55 ± 0.071 | 85.00% ± 7.07 |" in md     # eval loss, accuracy: mean ± sample sd
     with open(write_results_json(str(tmp_path), results), encoding="utf-8") as fh:
         js = json.load(fh)
-    assert js["models"][0]["runs"][1]["history"]["loss"][5] == "nan"
+    assert js["models"][0]["configs"][1]["seeds"][0]["history"]["loss"][5] == "nan"
 
 
 def test_smooth_keeps_gaps():

@@ -35,6 +35,7 @@ EXPECTED = [
     "06-tensor-cores",
     "07-dfp16",
     "08-automatic-mixed-precision",
+    "09-microscaling",
 ]
 
 NOTEBOOKS = runner.list_notebooks()

@@ -88,6 +88,40 @@ def test_bad_policies_name_the_problem():
         get_policy(3)
 
 
+def test_custom_format_objects_are_kept_and_round_trip_through_json():
+    """Issue #18 item 7: a Policy keeps a custom Format object (never looks its name up), and
+    serialises it as the Format's constructor fields."""
+    e3m4 = sf.Format("e3m4", 3, 4)
+    p = Policy("custom8", activation_format=e3m4, gradient_format="fp16",
+               compute_format=sf.get_format("fp16"), model_format="fp32")
+    assert p.activation_format is e3m4 and p.act is e3m4
+    assert p.compute_format == "fp16"                     # a preset object becomes its name
+    d = json.loads(p.to_json())
+    assert d["activation_format"] == {"name": "e3m4", "exp_bits": 3, "man_bits": 4,
+                                      "subnormals": True, "inf_nan": "ieee", "saturate": False}
+    q = Policy.from_json(p.to_json())
+    assert q == p and q.act == e3m4 and get_policy(d) == p
+    assert "activations e3m4" in str(p)
+    # a custom format named like a preset but with another grid stays an object, and differs
+    odd = sf.Format("fp16", 5, 9)
+    r = get_policy("O3", activation_format=odd)
+    assert r.act is odd and r.act != sf.get_format("fp16")
+    assert Policy.from_json(r.to_json()).act == odd
+    assert get_policy("O3", activation_format=sf.Format("fp16", 5, 10)).activation_format == "fp16"
+    with pytest.raises(ValueError, match=r"activation_format: unknown Format field\(s\) \['bits'\]"):
+        Policy(activation_format={"name": "x", "bits": 8})
+    with pytest.raises(ValueError, match="activation_format: Format exp_bits must be in 2..11"):
+        Policy(activation_format={"name": "x", "exp_bits": 1, "man_bits": 3})
+    # and it runs: activations stored on e3m4's grid, gradients in fp16
+    with p:
+        x = tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+        w = tensor(RNG.standard_normal((4, 2)), requires_grad=True)
+        y = x @ w
+        F.sum(y).backward()
+    assert y.fmt is e3m4 and on_grid(y.data, e3m4)
+    assert x.grad is not None and on_grid(x.grad, "fp32")
+
+
 def test_context_managers_nest_and_restore():
     assert ag.current_policy().name == "O0"
     with use_policy("O3"):

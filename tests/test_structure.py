@@ -1,6 +1,8 @@
 """The layering of docs/design.md, enforced on the source tree.
 
-* softfloat imports only the standard library, numpy and numba (and itself);
+* softfloat imports only the standard library, numpy and numba (and itself; llvmlite, numba's
+  own code generator, for the intrinsic layer softfloat/_intrinsics.py);
+* nothing imports Numba's internals (numba.core, numba.np, ...): only its public modules;
 * scalers imports only the standard library and numpy;
 * autograd imports only the standard library, numpy and softfloat;
 * models may import autograd, softfloat, scalers, and its own third-party tools;
@@ -20,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 ALLOWED = {
-    "softfloat": {"numpy", "numba", "softfloat"},
+    "softfloat": {"numpy", "numba", "llvmlite", "softfloat"},
     "scalers": {"numpy", "scalers"},
     "autograd": {"numpy", "softfloat", "autograd"},
     "models": {"numpy", "softfloat", "autograd", "scalers", "models", "matplotlib", "tqdm",
@@ -79,6 +81,31 @@ def test_matplotlib_only_lazily_in_models():
     assert not bad, "matplotlib must be imported lazily and only in models/: " + ", ".join(bad)
 
 
+#: Numba's public modules (its extension API included); everything else under numba. (numba.core,
+#: numba.np, numba.misc, ...) is internal and may change in any release.
+NUMBA_PUBLIC = {"numba", "numba.extending", "numba.types", "numba.typed"}
+
+
+def _numba_modules(path: Path):
+    """(dotted module, lineno) of every numba module imported by the file."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names if a.name.split(".")[0] == "numba"]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                and node.module.split(".")[0] == "numba":
+            out.append((node.module, node.lineno))
+    return out
+
+
+def test_no_numba_internals():
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {mod}"
+           for package in ALLOWED for path in _modules(package)
+           for mod, line in _numba_modules(path) if mod not in NUMBA_PUBLIC]
+    assert not bad, "Numba internals imported (use numba.extending / llvmlite.ir):\n" + \
+        "\n".join(bad)
+
+
 def test_no_fastmath():
     bad = []
     for package in ALLOWED:
@@ -97,9 +124,230 @@ def test_checker_detects_violations(tmp_path, monkeypatch):
     pkg = tmp_path / "softfloat"
     pkg.mkdir()
     (pkg / "bad.py").write_text("import autograd\nfrom scalers import x\n"
-                                "def f():\n    import matplotlib\n")
+                                "def f():\n    import matplotlib\n"
+                                "from numba.core import cgutils\nimport numba.np.ufunc\n"
+                                "from numba.extending import intrinsic\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     found = _imports(pkg / "bad.py")
     assert ("autograd", 1, False) in found
     assert ("scalers", 2, False) in found
     assert ("matplotlib", 4, True) in found
+    numba_mods = _numba_modules(pkg / "bad.py")
+    assert [m for m, _ in numba_mods if m not in NUMBA_PUBLIC] == ["numba.core", "numba.np.ufunc"]
+
+
+# ----- inside a package: no import circle; autograd's one door to softfloat -------------------
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, base: str) -> str | None:
+    """The module of the source tree that ``module`` (dotted, absolute) names, or None."""
+    path = ROOT.joinpath(*module.split("."))
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+        return module
+    return None
+
+
+def _eager_edges(path: Path, package: str) -> set[str]:
+    """Modules of ``package`` that ``path`` imports when it is imported (module level, not
+    inside functions).  ``from X import name`` counts as importing X.name when that is a module
+    of the tree, else X; a package's own __init__ being run first is not an edge."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    me = _module_name(path)
+    pkg_of_me = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    edges = set()
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(child, ast.Import):
+                targets = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = pkg_of_me.split(".")
+                    base = base[:len(base) - (child.level - 1)]
+                    mod = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    mod = child.module or ""
+                targets = []
+                for a in child.names:
+                    sub = _resolve(f"{mod}.{a.name}", me)
+                    targets.append(sub if sub else mod)
+            else:
+                visit(child)
+                continue
+            for t in targets:
+                if t.split(".")[0] == package and _resolve(t, me) and t != me:
+                    edges.add(t)
+            visit(child)
+
+    visit(tree)
+    return edges
+
+
+def _cycles(graph: dict) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.append(x)
+                        if x == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+            elif w not in index:
+                index[w] = low[w] = counter[0]
+                counter[0] += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(graph.get(w, ())))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def _import_graph(package: str) -> dict:
+    return {_module_name(p): _eager_edges(p, package) for p in _modules(package)}
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_import_circle_inside_a_package(package):
+    """Importing any module of a package must not come back to a module still being imported:
+    such a circle holds only while some import stays at the bottom of a file (issue #19)."""
+    cycles = _cycles(_import_graph(package))
+    assert not cycles, f"import circles in {package}/: {cycles}"
+
+
+def test_cycle_finder_detects_a_circle(tmp_path, monkeypatch):
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    # The shape issue #19 found: tensor.py imports the ops at its bottom, the ops import tensor.
+    pkg = tmp_path / "autograd"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .tensor import Tensor\n")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "ops" / "add.py").write_text("from ..tensor import Tensor\n")
+    (pkg / "tensor.py").write_text("class Tensor: pass\n\n"
+                                   "def f():\n    from .ops import lazy  # not at import time\n\n"
+                                   "from .ops import add as _add\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _import_graph("autograd")["autograd.tensor"] == {"autograd.ops.add"}
+    assert _cycles(_import_graph("autograd")) == [["autograd.ops.add", "autograd.tensor"]]
+
+
+def test_tensor_module_imports_no_op_and_ops_attach_themselves():
+    """The Tensor class knows no op: the op modules import it and attach the operators."""
+    g = _import_graph("autograd")
+    assert not {m for m in g["autograd._tensor"] if m.startswith("autograd.ops")}
+    assert "autograd._tensor" in g["autograd.ops.elementwise"]
+    assert not (ROOT / "autograd" / "tensor.py").exists()   # the `tensor` function shadowed it
+
+
+def test_autograd_reaches_softfloat_through_backend_only():
+    bad = []
+    for path in _modules("autograd"):
+        if path.name == "_backend.py":
+            continue
+        for name, lineno, _lazy in _imports(path):
+            if name == "softfloat":
+                bad.append(f"{path.relative_to(ROOT)}:{lineno}")
+    assert not bad, "only autograd/_backend.py may import softfloat: " + ", ".join(bad)
+
+
+def test_engine_polls_no_global_recorder():
+    """Instrumentation is passed in (hooks), not read from a module-level switch."""
+    import autograd.instrument as ins
+    assert not hasattr(ins, "ACTIVE")
+    g = _import_graph("autograd")
+    for mod in ("autograd._tensor", "autograd.nn.module"):
+        assert "autograd.instrument" not in g[mod], mod
+
+
+# ----- the bit constants of the carriers are named once (softfloat/_primitives.py) ------------
+#: The masks and patterns _primitives names; a module-level constant elsewhere in softfloat with
+#: one of these values is a second definition (issue #19: _EXPMASK meant 0x7FF in four modules).
+BIT_CONSTANTS = ("F64_SIGN", "F64_ABS", "F64_EXP_FIELD", "F64_EXP_ALL_ONES", "F64_FRAC",
+                 "F64_HIDDEN", "F64_ONE", "F64_NOT_EXP", "F32_SIGN", "F32_ABS", "F32_INF",
+                 "F32_QNAN", "F32_FRAC", "F32_HIDDEN")
+_OPS = {ast.LShift: lambda a, b: a << b, ast.RShift: lambda a, b: a >> b,
+        ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+        ast.BitAnd: lambda a, b: a & b, ast.BitOr: lambda a, b: a | b,
+        ast.BitXor: lambda a, b: a ^ b}
+
+
+_NP_INTS = {"uint32", "uint64", "int32", "int64"}   # typed kernel constants, as _primitives has
+
+
+def _int_value(node):
+    """The value of an integer literal expression (constants, + - * << >> & | ^ ~), or None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.USub)):
+        v = _int_value(node.operand)
+        return None if v is None else (~v if isinstance(node.op, ast.Invert) else -v)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _int_value(node.left), _int_value(node.right)
+        return None if a is None or b is None else _OPS[type(node.op)](a, b)
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        return _int_value(node.args[0])               # np.uint32(...), np.uint64(...), int(...)
+    return None
+
+
+def _bit_constant_definitions(path: Path, values: dict) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call) \
+                and getattr(node.value.func, "attr", None) in _NP_INTS:
+            v = _int_value(node.value)
+            if v is not None and v in values:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} "
+                             f"(= {values[v]}, {v:#x})")
+    return found
+
+
+def test_bit_constants_are_defined_once():
+    import softfloat._primitives as P
+
+    values = {int(getattr(P, n)): n for n in BIT_CONSTANTS}
+    bad = []
+    for path in _modules("softfloat"):
+        if path.name != "_primitives.py":
+            bad += _bit_constant_definitions(path, values)
+    assert not bad, ("bit constants defined again (import them from softfloat._primitives): "
+                     + ", ".join(bad))
+
+
+def test_bit_constant_finder_detects_a_copy(tmp_path, monkeypatch):
+    f = tmp_path / "k.py"
+    f.write_text("import numpy as np\n_EXPMASK = np.uint64(0x7FF)\nX = np.uint64(0x7FF << 52)\n"
+                 "OK = np.uint32(5)\nI32_MAX = (1 << 31) - 1\n"
+                 "def g():\n    Y = np.uint32(0x7FFFFFFF)\n")
+    values = {0x7FF: "F64_EXP_ALL_ONES", 0x7FF << 52: "F64_EXP_FIELD", 0x7FFFFFFF: "F32_ABS"}
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    found = _bit_constant_definitions(f, values)
+    # typed constants at module level only (a plain int such as int32's max is another thing)
+    assert [s.split(" ")[0] for s in found] == ["k.py:2", "k.py:3"]

@@ -15,7 +15,8 @@ from softfloat import tensorcore as tc
 
 def test_get_model_and_aliases():
     m = tc.get_model("h100", "bf16")
-    assert (m.block, m.frac_bits, m.out_round, m.acc_format.name) == (16, 25, "rz", "fp32")
+    assert (m.block, m.frac_bits, m.out_round, m.acc_format.name) == (16, 25, sf.Mode.RTZ,
+                                                                        "fp32")
     assert tc.get_model("Hopper", "fp16", "fp16") == tc.get_model("h100", "fp16", "fp16")
     assert tc.get_model("ideal-fp16").acc_format.name == "fp16"
     assert ("e4m3fn", "fp32") in tc.list_models()["ada"]
@@ -189,7 +190,7 @@ def test_larger_gemm_matches_reference_on_samples(model, fin, facc):
     C = np.asarray(sf.round(rng.standard_normal((37, 300)), facc), np.float32)
     D = tc.gemm(A, B, C, model=model, in_format=fin, acc_format=facc)
     m = tc.get_model(model, fin, facc)
-    mode = {"rz": "rtz", "rne": "rne"}[m.out_round]
+    mode = m.out_round.short
     of = m.out_frac
     for i, j in [(0, 0), (36, 299), (17, 128), (5, 127), (20, 200), (33, 64)]:
         r = R.dot(list(A[i].astype(float)), list(B[:, j].astype(float)), float(C[i, j]),
@@ -235,3 +236,84 @@ def test_read_only_operands_are_accepted_and_left_untouched(model, dtype):
     got = tc.gemm(ra, rb, rc, model=model)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.array_equal(ra, a) and np.array_equal(rb, b) and np.array_equal(rc, c)
+
+
+@pytest.mark.parametrize("model", ["v100", "h100", "ideal-fp32", "ideal-fp16",
+                                   tc.TCModel("exact4", 4, None, "rz", "fp16", "fp32")])
+def test_batched_gemm_is_a_loop_over_the_batch(model):
+    """Leading batch dimensions broadcast as numpy.matmul's (A (2, 3, m, k) with B (3, k, n),
+    A (1, m, k) with B (3, k, n)), C broadcast to the whole output; every matrix equals the 2-d
+    gemm of its operands, bit for bit."""
+    rng = np.random.default_rng(21)
+    acc = "fp16" if model == "ideal-fp16" else "fp32"
+    A = np.asarray(sf.round(rng.standard_normal((2, 3, 5, 7)), "fp16"), np.float32)
+    B = np.asarray(sf.round(rng.standard_normal((3, 7, 6)), "fp16"), np.float32)
+    C = np.asarray(sf.round(rng.standard_normal(6), acc), np.float32)
+    D = tc.gemm(A, B, C, model=model, acc_format=acc)
+    assert D.shape == (2, 3, 5, 6) and D.dtype == np.float32
+    for i in range(2):
+        for j in range(3):
+            want = tc.gemm(A[i, j], B[j], np.broadcast_to(C, (5, 6)), model=model,
+                           acc_format=acc)
+            assert np.array_equal(D[i, j].view(np.uint32), want.view(np.uint32))
+    D1 = tc.gemm(A[:1, 0], B, model=model, acc_format=acc)       # (1, 5, 7) x (3, 7, 6)
+    assert D1.shape == (3, 5, 6)
+    for j in range(3):
+        assert np.array_equal(D1[j], tc.gemm(A[0, 0], B[j], model=model, acc_format=acc))
+    Bt = np.swapaxes(np.ascontiguousarray(np.swapaxes(B, 1, 2)), 1, 2)   # transposed views
+    assert np.array_equal(tc.gemm(A, Bt, C, model=model, acc_format=acc), D)
+
+
+def test_batched_errors_name_the_element_and_the_shapes():
+    A = np.ones((2, 3, 4), np.float32)
+    A[1, 2, 3] = 0.1
+    with pytest.raises(ValueError, match=r"A\[1, 2, 3\] = 0.1\d* is not a fp16 value"):
+        tc.gemm(A, np.ones((4, 2), np.float32), model="v100")
+    with pytest.raises(ValueError, match="batch dimensions"):
+        tc.gemm(np.ones((2, 3, 4)), np.ones((3, 4, 2)))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        tc.gemm(np.ones((2, 3, 4)), np.ones((4, 2)), np.ones((3, 3)))
+    assert tc.gemm(np.ones((0, 3, 4)), np.ones((4, 2))).shape == (0, 3, 2)
+
+
+def test_batched_accum_gemm_draws_the_bits_of_its_global_indices():
+    """Stochastic rounding of a batch: element (i, j) of matrix b has the global index
+    (b m + i) n + j, so the batch equals a loop over it with index_offset = b m n, and a piece
+    of a problem computed with its offset gives the bits the whole gives it."""
+    rng = np.random.default_rng(22)
+    A = np.asarray(sf.round(rng.standard_normal((3, 4, 40)), "fp16"), np.float32)
+    B = np.asarray(sf.round(rng.standard_normal((40, 5)), "fp16"), np.float32)
+    kw = dict(acc_format="bf16", mode="sr", seed=7)
+    D = tc.accum_gemm(A, B, **kw)
+    assert D.shape == (3, 4, 5)
+    for b in range(3):
+        assert np.array_equal(D[b], tc.accum_gemm(A[b], B, index_offset=b * 20, **kw))
+    assert not np.array_equal(D[1], tc.accum_gemm(A[1], B, **kw))   # the offset matters
+    assert np.array_equal(tc.gemm(A, B, model=tc.Accumulator("bf16", "sr"), seed=7), D)
+    with pytest.raises(ValueError, match="Accumulator models only"):
+        tc.gemm(A, B, model="v100", index_offset=3)
+
+
+@pytest.mark.parametrize("mode", ["rne", "rtz", sf.Mode.RNE])
+def test_a_seed_with_a_deterministic_mode_is_refused(mode):
+    A = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="only used by mode 'sr'.*deterministic"):
+        tc.accum_gemm(A, A.T, acc_format="fp16", mode=mode, seed=1)
+    with pytest.raises(ValueError, match="only used by mode 'sr'"):
+        tc.gemm(A, A.T, model=tc.Accumulator("fp16", mode), seed=1)
+
+
+def test_tcmodel_rounding_is_a_mode():
+    """out_round is a softfloat.Mode; the names "rz" / "rne" and every alias of RTZ / RNE
+    are accepted, other modes are not; repr and describe show it."""
+    for spelling in ("rz", "rtz", "toward_zero", sf.Mode.RTZ, 2):
+        m = tc.TCModel("x", 4, 23, spelling, "fp16", "fp32")
+        assert m.out_round is sf.Mode.RTZ and not m.rne
+        assert m == tc.TCModel("x", 4, 23, "rz", "fp16", "fp32")
+    assert tc.TCModel("x", 4, 23, "nearest", "fp16", "fp16").out_round is sf.Mode.RNE
+    for bad in ("rup", "sr", sf.Mode.RNA, "bogus"):
+        with pytest.raises(ValueError, match="out_round must be Mode.RTZ"):
+            tc.TCModel("x", 4, 23, bad, "fp16", "fp32")
+    v = tc.get_model("v100")
+    assert "out_round=Mode.RTZ" in repr(v) and "RTZ to 23 fraction bits" in v.describe()
+    assert eval(repr(v), {"TCModel": tc.TCModel, "Mode": sf.Mode}) == v

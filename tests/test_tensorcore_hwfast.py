@@ -1,4 +1,4 @@
-"""The SIMD kernel of the hardware models (softfloat/tensorcore/_kernels_fused.py) against the
+"""The SIMD kernel of the hardware models (softfloat/tensorcore/_tile.py) against the
 independent exact reference (tests/tc_reference.py), bit for bit: block sizes with the 4-way
 unrolled path (K = 4, 8, 16, 32) and the generic one (K = 3, 5, whole-k blocks), fp32 / fp16 /
 e8m13 outputs, RZ and RNE, the per-block subnormal test (fp16 outputs) and the lazy mode that
@@ -30,7 +30,7 @@ def _bits(x):
 def _check(model, A, B, C, label):
     fin, facc = model.in_format.name, model.acc_format.name
     D = tc.gemm(A.astype(np.float32), B.astype(np.float32), C.astype(np.float32), model=model)
-    mode = {"rz": "rtz", "rne": "rne"}[model.out_round]
+    mode = model.out_round.short
     bad = []
     for i in range(A.shape[0]):
         for j in range(B.shape[1]):
@@ -139,7 +139,7 @@ def test_overflow_and_underflow_in_a_larger_tile(key):
                                             (8, 24, "bf16", "rne", None),
                                             (16, 13, "e4m3fn", "rz", 13)])
 def test_lazy_mode_fallbacks(K, F, fin, rnd, of):
-    """fp32 accumulators (the lazy mode of _kernels_fused._tile: no per-block subnormal test):
+    """fp32 accumulators (the lazy mode of _tile._tile: no per-block subnormal test):
     tiles whose products are tiny enough for subnormal outputs (abandoned and recomputed with
     the test), tiles next to them that are not, all-zero blocks that pass a subnormal c
     through unchanged, zero rows past m inside a 4-row tile, exponent codes at both ends of

@@ -1,4 +1,4 @@
-"""The ideal models' fast path (softfloat/tensorcore/_fastideal.py: exactness certificate,
+"""The ideal models' fast path (softfloat/tensorcore/_certify.py: exactness certificate,
 error-bound bracket, compensated Dot2 fallback, exact fallback) bit for bit against the
 independent exact reference (tests/tc_reference.py: Fractions, one rounding), on random data,
 constructed near ties, cancellation, exponent gaps, subnormals, overflow, special values, signed
@@ -15,8 +15,8 @@ import pytest
 import softfloat as sf
 import tc_reference as R
 from softfloat import tensorcore as tc
-from softfloat.tensorcore import _exact as X
-from softfloat.tensorcore import _fastideal as FI
+from softfloat.tensorcore import _certify as FI
+from softfloat.tensorcore import _superacc as X
 
 INPUTS = ("fp16", "bf16", "tf32", "e4m3fn", "e5m2", "fp32")
 MODELS = (("ideal-fp32", "fp32"), ("ideal-fp16", "fp16"))
@@ -278,8 +278,8 @@ def _paths(a, b, c, fin, facc):
     cv = s0 if c is None else c.astype(np.float64)
     g = FI.bracket_factor(k)
     args = (2.0 ** -f, 2.0 ** (emin - f), 2.0 ** (emax + 1), True)
-    nbad = FI.certify_serial(s0, cv, c is not None, an, ae, bn, be, 53 - 2 * man, g, out, bad,
-                             left, mode, *args)
+    nbad = FI.certify(s0, cv, c is not None, an, ae, bn, be, 53 - 2 * man, g, out, bad, left,
+                      mode, *args)
     nexact = 0
     if nbad:
         nexact = FI.dot2_fix(a64, b64, bad, left, nbad, cv, c is not None, out, g, mode, *args,
@@ -335,9 +335,9 @@ def test_fraction_reference_sanity():
 
 
 def test_fallback_reads_b_in_either_carrier_and_after_k_order():
-    """The Dot2 and exact fallbacks read B's values from the float32 input itself (float32
-    carriers) or from its float64 conversion (float64 carriers), and from the permuted B when
-    k_order reorders k: the same bits, equal to the reference, every time."""
+    """The Dot2 and exact fallbacks read B's values in its own carrier (float32 or float64),
+    also the permuted B when k_order reorders k: the same bits, equal to the reference, every
+    time."""
     # Columns 0 and 1 need Dot2 and the exact kernel (see test_every_path_is_taken); column 2
     # is plain; k padded with a few ordinary terms so that k_order really moves things.
     a = _vals([[1.0, 2.0 ** 60, -(2.0 ** 60), 2.0 ** -12, 2.0 ** -12, 0.5, -0.5]], "bf16")
@@ -364,7 +364,7 @@ def test_fallback_reads_b_in_either_carrier_and_after_k_order():
             seen.clear()
             d = tc.gemm(a.astype(carrier), b.astype(carrier), model="ideal-fp32",
                         in_format="bf16", k_order=perm)
-            assert seen["dtype"] == np.float64     # the permuted float64 B
+            assert seen["dtype"] == carrier        # the permuted B, in its own carrier
             _same(d, _ref(a[:, perm], b[perm, :], None, "bf16", "fp32"))
     finally:
         FI.dot2_fix = orig

@@ -49,7 +49,7 @@ def test_preset_table_matches_spec():
         m = tc.get_model(*key)
         acc_frac = R.FORMATS[key[2]][0]
         assert (m.block, m.frac_bits, m.out_frac, m.out_round) == \
-            (K, F, acc_frac if of is None else of, {"rtz": "rz", "rne": "rne"}[mode]), key
+            (K, F, acc_frac if of is None else of, sf.parse_mode(mode)), key
 
 
 def _carrier_fmt(fin):

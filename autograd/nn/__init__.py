@@ -4,7 +4,7 @@ out x in), so a model can be checked against a PyTorch twin.
 Imports numpy and the engine's own modules only.
 """
 
-from ..tensor import Parameter
+from .._tensor import Parameter
 from .attention import MultiheadSelfAttention, TransformerEncoderLayer, causal_mask
 from .layers import (
     GELU,

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from .. import functional as F
-from ..tensor import Parameter, Tensor
+from .._tensor import Parameter, Tensor
+from ..ops.fp8 import recipe_linear
 from .layers import Dropout, LayerNorm, Linear, _positive, uniform
 from .module import Module
 
@@ -32,6 +33,10 @@ def causal_mask(t: int) -> np.ndarray:
 
 
 class MultiheadSelfAttention(Module):
+    #: Under an fp8 recipe the input projection runs on fp8 operands (autograd.ops.fp8); the
+    #: score and context GEMMs stay in the policy's compute format (TE's fp8_dpa=False).
+    _recipe_gemm = True
+
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  *, rng=None, seed: int | None = None):
         super().__init__()
@@ -57,7 +62,8 @@ class MultiheadSelfAttention(Module):
                              f"{getattr(x, 'shape', type(x).__name__)}")
         b, t, e = x.shape
         nh, hd = self.num_heads, self.head_dim
-        qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)           # (B, T, 3E)
+        # The input projection is this module's own GEMM (fp8 under a recipe, as TE's qkv).
+        qkv = recipe_linear(self, x, self.in_proj_weight, self.in_proj_bias)  # (B, T, 3E)
         qkv = F.transpose(F.reshape(qkv, (b, t, 3, nh, hd)), (2, 0, 3, 1, 4))  # (3, B, H, T, D)
         q, k, v = qkv[0], qkv[1], qkv[2]
         scores = F.matmul(q, F.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(hd))

@@ -20,7 +20,8 @@ import numpy as np
 from .. import _rng
 from .. import functional as F
 from ..ops.conv import pair
-from ..tensor import Parameter, Tensor
+from ..ops.fp8 import recipe_linear
+from .._tensor import Parameter, Tensor
 from .module import Module
 
 __all__ = [
@@ -67,8 +68,11 @@ class Linear(Module):
         self.weight = uniform((out_features, in_features), bound, rng)
         self.bias = uniform((out_features,), bound, rng) if bias else None
 
+    #: Under an fp8 recipe this layer's GEMM runs on fp8 operands (autograd.ops.fp8).
+    _recipe_gemm = True
+
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        return recipe_linear(self, x, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -2,10 +2,11 @@
 
 Provides :class:`Module` (parameters, buffers and submodules registered by attribute assignment;
 ``parameters()``, ``named_parameters()``, ``state_dict()``, ``load_state_dict()``, ``train()`` /
-``eval()``, ``zero_grad()``) and the per-model precision policy: ``model.set_policy("O2")`` casts
-the parameters to the policy's model format (batch-norm kept in fp32 when the policy says so)
-and runs every forward of the model, and so its backward, under that policy; like apex, such a
-model takes its float inputs in the model format and returns outputs of at least fp32.
+``eval()``, ``zero_grad()``, ``register_forward_hook()``) and the per-model precision policy:
+``model.set_policy("O2")`` casts the parameters to the policy's model format (batch-norm kept in
+fp32 when the policy says so) and runs every forward of the model, and so its backward, under
+that policy; like apex, such a model takes its float inputs in the model format and returns
+outputs of at least fp32.
 
 Imports numpy and the engine's own modules only.
 """
@@ -16,9 +17,8 @@ import numpy as np
 
 from .. import _backend as B
 from .. import functional as F
-from .. import instrument as _instrument
 from ..policy import Policy, get_policy
-from ..tensor import Parameter, Tensor
+from .._tensor import Parameter, RemovableHandle, Tensor, is_grad_enabled
 
 __all__ = ["Module"]
 
@@ -29,6 +29,9 @@ class Module:
 
     #: Batch-norm layers set this: O2-style policies keep their parameters and buffers in fp32.
     _is_batchnorm = False
+    #: Modules whose GEMM an fp8 recipe runs (Linear, attention's input projection) set this:
+    #: set_policy gives them a recipe state (autograd.recipes.GemmState).
+    _recipe_gemm = False
 
     def __init__(self):
         object.__setattr__(self, "_parameters", {})
@@ -36,6 +39,8 @@ class Module:
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_policy", None)
+        object.__setattr__(self, "_forward_hooks", {})
+        object.__setattr__(self, "_recipe_state", None)
 
     # ----- registration ---------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -86,13 +91,33 @@ class Module:
         if pol is None:
             out = self.forward(*args, **kwargs)
         else:
+            if pol.recipe is not None and is_grad_enabled():
+                # A training forward of a model under an fp8 recipe starts a new recipe step:
+                # the previous one is closed (delayed scaling updates its scales here).
+                for m in self.modules():
+                    st = m.__dict__.get("_recipe_state")
+                    if st is not None:
+                        st.end_step()
             with pol:
                 args = tuple(_cast_input(a, pol) for a in args)
                 out = _cast_output(self.forward(*args, **kwargs))
-        rec = _instrument.ACTIVE[0]
-        if rec is not None:
-            rec._on_module_output(self, out)
+        hooks = self.__dict__["_forward_hooks"]
+        if hooks:
+            for hook in tuple(hooks.values()):
+                res = hook(self, args, out)
+                if res is not None:
+                    out = res
         return out
+
+    def register_forward_hook(self, hook) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after every call of this module (torch's
+        signature; a non-None return value replaces the output).  Observers such as
+        ``autograd.instrument.Recorder`` register themselves this way: the module calls exactly
+        the hooks it was given.  ``handle.remove()`` unregisters."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return RemovableHandle(self.__dict__["_forward_hooks"], hook)
 
     # ----- traversal ----------------------------------------------------------------------------
     def named_modules(self, prefix: str = ""):
@@ -150,12 +175,24 @@ class Module:
             for k in m._counters:
                 yield (f"{mname}.{k}" if mname else k), m, k
 
+    def _named_recipe_arrays(self, prefix: str = ""):
+        """(key, state, entry) for every array of the fp8 recipe states: keys
+        "<module>.fp8.<entry>", e.g. "0.fp8.input.amax_history" (autograd.recipes)."""
+        for mname, m in self.named_modules(prefix):
+            st = m.__dict__.get("_recipe_state")
+            if st is not None:
+                for entry, arr in st.arrays().items():
+                    yield (f"{mname}.fp8.{entry}" if mname else f"fp8.{entry}"), st, entry, arr
+
     def state_dict(self) -> dict:
         """name -> copy of the carrier array, parameters then buffers (torch's key names),
-        then integer counters such as BatchNorm's num_batches_tracked (0-d int64 arrays)."""
+        then integer counters such as BatchNorm's num_batches_tracked (0-d int64 arrays), then
+        the fp8 recipe state of modules run under a recipe ("<module>.fp8.<entry>": amax
+        histories, scales, step counts)."""
         out = {k: p.data.copy() for k, p in self.named_parameters()}
         out.update({k: b.data.copy() for k, b in self.named_buffers()})
         out.update({k: np.array(getattr(m, a), np.int64) for k, m, a in self._named_counters()})
+        out.update({k: arr for k, _st, _e, arr in self._named_recipe_arrays()})
         return out
 
     def load_state_dict(self, state: dict, strict: bool = True) -> None:
@@ -164,8 +201,9 @@ class Module:
         own = dict(self.named_parameters())
         own.update(dict(self.named_buffers()))
         counters = {k: (m, a) for k, m, a in self._named_counters()}
-        missing = sorted((set(own) | set(counters)) - set(state))
-        unexpected = sorted(set(state) - set(own) - set(counters))
+        fp8 = {k: (st, e) for k, st, e, _arr in self._named_recipe_arrays()}
+        missing = sorted((set(own) | set(counters) | set(fp8)) - set(state))
+        unexpected = sorted(set(state) - set(own) - set(counters) - set(fp8))
         if strict and (missing or unexpected):
             raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys "
                              f"{unexpected}")
@@ -179,6 +217,12 @@ class Module:
                 raise ValueError(f"load_state_dict: {k} must be a non-negative integer "
                                  f"scalar, got {v!r}")
             object.__setattr__(m, a, int(v))
+        for k, (st, entry) in fp8.items():
+            if k in state:
+                try:
+                    st.load(entry, state[k])
+                except ValueError as exc:
+                    raise ValueError(f"load_state_dict: {k}: {exc}") from None
         for k, t in own.items():
             if k not in state:
                 continue
@@ -215,12 +259,25 @@ class Module:
         return self._policy
 
     def set_policy(self, policy) -> Module:
-        """Run this model under ``policy`` (name, Policy or dict; None removes it) and store its
-        parameters in the policy's model format: ``set_policy("O2")`` makes an fp16 model whose
-        batch-norm layers stay fp32.  Casting rounds once (RNE) and drops gradients; keep an fp32
-        copy first if you need the original bits (master weights)."""
+        """Run this model under ``policy`` (name, Policy, dict or fp8 recipe; None removes it) and
+        store its parameters in the policy's model format: ``set_policy("O2")`` makes an fp16
+        model whose batch-norm layers stay fp32; ``set_policy("fp8_delayed")`` (or a recipe
+        object) also gives every Linear layer its fp8 recipe state.  Casting rounds once (RNE)
+        and drops gradients; keep an fp32 copy first if you need the original bits (master
+        weights)."""
         pol = None if policy is None else get_policy(policy)
         object.__setattr__(self, "_policy", pol)
+        for _, m in self.named_modules():
+            if m._recipe_gemm:
+                # Under an fp8 recipe each GEMM module gets its state (a fresh one when the
+                # recipe changes; the same recipe keeps its histories and scales).
+                rec = None if pol is None else pol.recipe
+                st = m.__dict__.get("_recipe_state")
+                if rec is None:
+                    st = None
+                elif st is None or st.recipe != rec:
+                    st = rec.new_state()
+                object.__setattr__(m, "_recipe_state", st)
         if pol is None:
             return self
         for _, m in self.named_modules():

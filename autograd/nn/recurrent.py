@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from .. import functional as F
-from ..tensor import Tensor
+from .._tensor import Tensor
 from .layers import _positive, uniform
 from .module import Module
 

@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import OnGrid, Tensor, make
+from .._tensor import OnGrid, Tensor, make
 from .matmul import to_compute
 
 __all__ = ["avg_pool2d", "conv2d", "max_pool2d", "pair"]

@@ -11,6 +11,9 @@ How each kernel is rounded (forward and VJP alike):
   boundary of the target format (float64 libm results are not correctly rounded themselves).
 A VJP reads the tensors as they were stored (e.g. tanh's fp16 output), as a real backward does.
 
+Attaches to Tensor: + - * / ** (and their reflected forms), unary -, ``to`` (cast), ``exp``,
+``log``, ``sqrt``, ``tanh``, ``sigmoid``, ``relu``, ``gelu``, ``softplus``.
+
 Imports numpy, math and the engine's own modules only.
 """
 
@@ -22,7 +25,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import Tensor, as_tensor, make, unbroadcast
+from .._tensor import Tensor, as_tensor, make, reflected, unbroadcast
 
 __all__ = [
     "add",
@@ -310,3 +313,16 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         bx = beta * x
         return np.where(bx > threshold, g, g * _sigmoid64(bx))
     return _unary(x, "softplus", fwd, grad)
+
+
+# ----- Tensor's operators and methods (attached here: ops import _tensor, never the reverse) -----
+Tensor.__add__, Tensor.__radd__ = add, reflected(add)
+Tensor.__sub__, Tensor.__rsub__ = sub, reflected(sub)
+Tensor.__mul__, Tensor.__rmul__ = mul, reflected(mul)
+Tensor.__truediv__, Tensor.__rtruediv__ = div, reflected(div)
+Tensor.__pow__, Tensor.__rpow__ = pow, reflected(pow)
+Tensor.__neg__ = neg
+Tensor.to = cast        # t.to(fmt): this tensor stored in fmt (a differentiable cast)
+Tensor.exp, Tensor.log, Tensor.sqrt = exp, log, sqrt
+Tensor.tanh, Tensor.sigmoid, Tensor.relu = tanh, sigmoid, relu
+Tensor.gelu, Tensor.softplus = gelu, softplus

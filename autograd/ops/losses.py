@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import Tensor, make
+from .._tensor import Tensor, make
 from .reductions import log_softmax64
 from .shape import as_index
 

@@ -9,6 +9,8 @@ backward of the input cast), then in each input's own gradient format.
 
 Conv2d (autograd.ops.conv) reuses :func:`to_compute` and the GEMM through im2col.
 
+Attaches to Tensor: ``@`` (``__matmul__``, ``__rmatmul__``).
+
 Imports numpy and the engine's own modules only.
 """
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import OnGrid, Tensor, as_tensor, make, unbroadcast
+from .._tensor import OnGrid, Tensor, as_tensor, make, reflected, unbroadcast
 from .shape import reshape
 
 __all__ = ["linear", "matmul", "to_compute"]
@@ -119,3 +121,7 @@ def linear(x, weight, bias=None) -> Tensor:
             gb = OnGrid(B.round_to(np.sum(g2, axis=0, dtype=np.float64), gf, pol), gf)
         return gx, gw, gb
     return make(out, pol.act, parents, vjp, "linear")
+
+
+# ----- Tensor's operators (attached here: ops import _tensor, never the reverse) -------------
+Tensor.__matmul__, Tensor.__rmatmul__ = matmul, reflected(matmul)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import Tensor, make
+from .._tensor import Tensor, make
 
 __all__ = ["batch_norm", "layer_norm"]
 

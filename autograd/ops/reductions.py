@@ -5,6 +5,8 @@ format (fp32 when the op is on the policy's fp32 list, else its input's).  softm
 subtract the maximum first (numerically stable) and are likewise evaluated in float64 and rounded
 once.  max and the VJPs of sum are exact (they only select or copy values).
 
+Attaches to Tensor: ``sum``, ``mean``, ``max``, ``softmax``, ``log_softmax``.
+
 Imports numpy and the engine's own modules only.
 """
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import Tensor, make
+from .._tensor import Tensor, make
 
 __all__ = ["log_softmax", "max", "mean", "normalize_axes", "softmax", "sum"]
 
@@ -134,3 +136,8 @@ def log_softmax(x, axis: int = -1) -> Tensor:
         g = np.asarray(g, np.float64)
         return (g - np.exp(out.astype(np.float64)) * np.sum(g, axis=ax, keepdims=True),)
     return make(out, fmt, (x,), vjp, "log_softmax")
+
+
+# ----- Tensor's methods (attached here: ops import _tensor, never the reverse) ---------------
+Tensor.sum, Tensor.mean, Tensor.max = sum, mean, max
+Tensor.softmax, Tensor.log_softmax = softmax, log_softmax

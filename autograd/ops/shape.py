@@ -5,6 +5,8 @@ input format, an exact widening).  Their VJPs route gradients back exactly, exce
 index repeats (advanced indexing, embedding lookups of the same row): there the gradients of the
 repeats are summed in float64 and rounded once into the input's gradient format.
 
+Attaches to Tensor: indexing ``t[i]``, ``reshape``, ``transpose``, ``flatten``, ``T``.
+
 Imports numpy and the engine's own modules only.
 """
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from .. import _backend as B
 from ..policy import current_policy
-from ..tensor import Tensor, make
+from .._tensor import Tensor, make
 
 __all__ = ["as_index", "concat", "embedding", "getitem", "reshape", "stack", "transpose"]
 
@@ -160,3 +162,25 @@ def embedding(indices, weight) -> Tensor:
         np.add.at(z, idx.reshape(-1), np.reshape(g, (-1, shape[1])))
         return (z,)
     return make(out, fmt, (weight,), vjp, "embedding")
+
+
+# ----- Tensor's methods (attached here: ops import _tensor, never the reverse) ---------------
+def _reshape_method(self, *shape):
+    """``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+    return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose_method(self, *axes):
+    """``t.transpose()`` (all axes reversed), ``t.transpose(1, 0)`` or ``t.transpose((1, 0))``."""
+    return transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+
+def _flatten_method(self, start_dim=0):
+    """The dimensions from ``start_dim`` on flattened into one."""
+    return reshape(self, self.shape[:start_dim] + (-1,))
+
+
+Tensor.__getitem__ = getitem
+Tensor.reshape, Tensor.transpose = _reshape_method, _transpose_method
+Tensor.flatten = _flatten_method
+Tensor.T = property(lambda self: transpose(self, None))

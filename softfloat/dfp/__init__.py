@@ -4,13 +4,16 @@ Specification: docs/dfp16.md.  Imports numpy, numba and softfloat only; must nev
 import autograd, scalers or models.
 
 Provides
-    quantize(x, bits=16, rounding="nearest", *, axis=None, block=None, scale_rule="floor",
-             seed=None, sr_bits=None, name="x")                        -> DFPTensor
-    DFPTensor(mantissa, exponent, bits=16, *, axis=None, block=None)  (.dequantize(), ...)
-    mul(a, b), add(a, b), add_to_fp32(a, b), down_convert(t, bits=16, rounding="nearest", ...)
+    quantize(x, bits=16, mode=None, *, axis=None, block=None, scale_rule="floor", seed=None,
+             sr_bits=None, name="x")                 -> DFPTensor (x: numpy, or dask: lazy)
+    DFPTensor(mantissa, exponent, bits=16, *, axis=None, block=None)  (.dequantize(),
+             .compute(), ...)
+    mul(a, b), add(a, b), add_to_fp32(a, b), down_convert(t, bits=16, mode=None, ...)
     gemm(A, B, *, chain_len=None, overflow="wrap", input_shift=0, return_stats=False)
+             (batched: leading dimensions broadcast like numpy.matmul)
     plan_chains(K, *, block_a=None, block_b=None, chain_len=None)   (the chains gemm uses)
     im2col(x, kh, kw, *, stride=1, padding=0), conv2d(x, w, *, stride=1, padding=0, ...)
+``rounding=`` is accepted wherever ``mode=`` is (its older name; giving both is an error).
 
 Representation
 --------------
@@ -49,18 +52,43 @@ int64 arithmetic with the rounding below; nothing is computed by float scaling (
 would be exact in float64 except when it underflows, and a subnormal product would round
 twice).  The count ``underflowed`` says how many nonzero inputs became 0 (tiny values next to a
 large one in the same block).
-Roundings (every conversion to DFP; defined on the signed value t = x / 2^s, so they are the
-two's complement hardware operations on the integer x):
-    nearest     round to nearest, ties to even
-    biased      round half UP (toward +inf): floor(t + 1/2) = (x + 2^(s-1)) >> s, the cheap
-                hardware rounding whose ties always go upward (2.5 -> 3, -2.5 -> -2); the
-                paper's unspecified "biased rounding", as the spec defines it
-    floor       truncation by arithmetic right shift: floor(t) = x >> s (toward -inf)
-    stochastic  floor(t) + 1 with probability frac(t) (up to r = sr_bits = 24 random bits:
-                up iff floor(frac(t) * 2^r) + (u >> (64 - r)) >= 2^r with u =
-                softfloat.rng.random_bits(seed_key(seed), flat index)); seed required
-Arithmetic right shifts in this package always mean floor (Python's and numpy's >>); nothing
-here rounds toward zero.
+Roundings (every conversion to DFP) are softfloat.Mode values, defined on the signed value
+t = x / 2^s, so they are the two's complement hardware operations on the integer x.  DFP's own
+names (docs/dfp16.md) are aliases: "nearest" = RNE, "stochastic" = SR, "biased" = RHU,
+"floor" = RDN (also "arithmetic_shift"):
+    RNE  round to nearest, ties to even (default)
+    RHU  round half UP (toward +inf): floor(t + 1/2) = (x + 2^(s-1)) >> s, the cheap hardware
+         rounding whose ties always go upward (2.5 -> 3, -2.5 -> -2); the paper's unspecified
+         "biased rounding", as the spec defines it (softfloat.Mode.RHU has exactly this meaning)
+    RDN  truncation by arithmetic right shift: floor(t) = x >> s (toward -inf)
+    SR   floor(t) + 1 with probability frac(t) (up to r = sr_bits = 24 random bits:
+         up iff floor(frac(t) * 2^r) + (u >> (64 - r)) >= 2^r with u =
+         softfloat.rng.random_bits(seed_key(seed), flat index)); frac(t) = t - floor(t) is
+         taken on the signed value, so the bits differ from softfloat.round's sign-magnitude
+         SR for negative values (same distribution); seed required
+    RNA  nearest, ties away from zero     RTZ  toward zero (truncate |t|)
+    RUP  ceil(t)                          RTO  round to odd: t if exact, else the odd one of
+                                               floor(t) and floor(t) + 1
+The seed rule of all of softfloat: ``seed`` (and ``sr_bits``) with a deterministic mode is a
+ValueError that names the mode.  Arithmetic right shifts in this package always mean floor
+(Python's and numpy's >>) unless a rounding mode is named.
+The one integer rounding is ``shift_round`` (softfloat/dfp/_intround.py, which says why it is
+not softfloat._roundpack.round_int: signed two's complement SR); float32 inputs are quantized by
+a vectorised float64 evaluator proven exact in softfloat/dfp/_kernels_quant.py and checked
+against it bit for bit.
+
+Dask arrays (softfloat/dfp/_lazy.py): quantize(x) of a dask array computes the shared
+exponents NOW (the block maxima are a reduction over x; NaN/Inf are reported then) and returns
+a lazy DFPTensor: ``mantissa`` a dask array, ``saturated`` / ``underflowed`` 0-d dask arrays,
+``exponent`` numpy; ``.compute()`` gives the numpy-backed tensor, ``.dequantize()`` a lazy
+array.  The result is bit-identical to the numpy call for any chunking, stochastic rounding
+included (random bits keyed by each element's global flat index).  Operations other than
+compute/dequantize need a computed tensor.
+
+Small problems run on one thread: kernels on at most 2^18 elements (quantize, down_convert)
+or 2^21 products (gemm) run serial twins of the parallel kernels, with the same chunks and the
+same results, because waking Numba's worker threads costs more than such work (the training
+GEMMs of the demo's MLP are 2^17 products).
 
 The seed's arithmetic
 ---------------------
@@ -84,6 +112,10 @@ The integer GEMM (gemm)
 D (m x n, float32) = A (m x k) @ B (k x n) for DFP operands with P <= 16.  Exponent layouts: A
 per tensor, per row (axis=1) or per block of N along k (axis=1, block=N); B per tensor, per
 column (axis=0) or per block along k (axis=0, block=N).  Any other layout is refused.
+Batches: A (..., m, k) and B (..., k, n) with leading dimensions that broadcast like
+numpy.matmul give D (..., m, n), one GEMM per matrix with the same layouts counted from the
+end (A's axis = its last, B's = its second to last); a per-tensor exponent is shared by all
+the tensor's matrices.  Statistics are summed over the batch (max_abs_chain_sum: maximum).
 
 Chains.  Every output (i, j) accumulates the same sequence of chains.  The reduction range
 0..k-1 is first cut at every block boundary of A and of B (multiples of N_A and N_B: a chain

@@ -13,7 +13,7 @@ import numpy as np
 from ..rng import derive_seed
 from ._gemm import gemm
 from ._quantize import quantize
-from ._tensor import DFPTensor, check_int
+from ._tensor import DFPTensor, check_int, parse_rounding, sr_args
 
 __all__ = ["im2col", "conv2d", "conv_output_size"]
 
@@ -71,7 +71,7 @@ def im2col(x, kh, kw, *, stride=1, padding=0):
     return _im2col_array(x, kh, kw, stride, padding)
 
 
-def conv2d(x, w, *, stride=1, padding=0, bits=16, rounding="nearest", seed=None,
+def conv2d(x, w, *, stride=1, padding=0, bits=16, mode=None, rounding=None, seed=None,
            weight_exponent="tensor", chain_len=None, overflow="wrap", input_shift=0,
            return_stats=False):
     """2-D convolution (cross-correlation, as PyTorch) computed by the DFP integer GEMM.
@@ -80,8 +80,9 @@ def conv2d(x, w, *, stride=1, padding=0, bits=16, rounding="nearest", seed=None,
     ----------
     x : float array (N, C, H, W) or per-tensor DFPTensor of that shape
     w : float array (O, C, kh, kw) or per-tensor DFPTensor of that shape
-    bits, rounding, seed : quantization of float inputs (seed: stochastic rounding; x uses
-        derive_seed(seed, 0), w derive_seed(seed, 1))
+    bits, mode, seed : quantization of float inputs, as in quantize (mode default RNE;
+        ``rounding=`` its older name; seed: mode SR only, x uses derive_seed(seed, 0), w
+        derive_seed(seed, 1))
     weight_exponent : "tensor" (one exponent) or "channel" (one per output channel, the rows of
         the GEMM's A operand) for float weights
     chain_len, overflow, input_shift, return_stats : as in :func:`gemm`
@@ -91,11 +92,13 @@ def conv2d(x, w, *, stride=1, padding=0, bits=16, rounding="nearest", seed=None,
     if weight_exponent not in ("tensor", "channel"):
         raise ValueError(f"weight_exponent must be 'tensor' or 'channel', got "
                          f"{weight_exponent!r}")
+    mode = parse_rounding(mode, rounding, "dfp.conv2d")
+    sr_args(mode, seed, None, "dfp.conv2d")
     sx = sw_ = None
     if seed is not None:
         sx, sw_ = derive_seed(seed, 0), derive_seed(seed, 1)
     if not isinstance(x, DFPTensor):
-        x = quantize(x, bits, rounding, seed=sx, name="x")
+        x = quantize(x, bits, mode, seed=sx, name="x")
     if x.ndim != 4 or x.axis is not None:
         raise ValueError(f"conv2d: x must be a 4-D NCHW tensor with one exponent, got shape "
                          f"{x.shape}, axis={x.axis}")
@@ -110,7 +113,7 @@ def conv2d(x, w, *, stride=1, padding=0, bits=16, rounding="nearest", seed=None,
         if w.ndim != 4:
             raise ValueError(f"conv2d: w must be (O, C, kh, kw), got shape {w.shape}")
         o, c, kh, kw = w.shape
-        wm = quantize(w.reshape(o, c * kh * kw), bits, rounding, seed=sw_, name="w",
+        wm = quantize(w.reshape(o, c * kh * kw), bits, mode, seed=sw_, name="w",
                       axis=1 if weight_exponent == "channel" else None)
     n, cx, h, wd = x.shape
     if cx != c:

@@ -48,6 +48,12 @@ JT = 256
 #: inexact int32 -> fp32 conversions, max |int32 partial sum| at a flush.
 NSTAT = 4
 
+#: GEMMs of at most this many products (m * n * k) run on the calling thread (gemm_serial):
+#: waking Numba's workers costs 30-60 us on an idle 2-core machine (far more when the cores are
+#: busy), about the time one thread takes for 2^21 products at the ~40 products/ns of the
+#: chained kernel.  The demo's training GEMMs (32 x 64 x 64 = 2^17) are far below.
+SERIAL_MAX = 1 << 21
+
 _I32_MIN = -(1 << 31)
 _I32_MAX = (1 << 31) - 1
 _TWO32 = 1 << 32
@@ -242,25 +248,6 @@ def _replay_row(Ap16, Bp16, i, j0, jw, p0, p1, saturate, acc, evc):
             acc[j] = w
 
 
-@njit(parallel=True, cache=True)
-def pack_kernel(Am, Bm, idx, sa, sb, A_pk, Bp16):
-    """A_pk[i, q] = A[i, idx[q]] >> sa and Bp16[t, 2j + h] = B[idx[2t + h], j] >> sb (0 where
-    idx < 0: the zero pad of an odd chain).  >> is numpy/LLVM's arithmetic shift: floor."""
-    m = Am.shape[0]
-    n = Bm.shape[1]
-    kq = idx.size
-    for i in prange(m):
-        for q in range(kq):
-            k = idx[q]
-            A_pk[i, q] = (Am[i, k] >> sa) if k >= 0 else 0
-    for t in prange(kq // 2):
-        k0 = idx[2 * t]
-        k1 = idx[2 * t + 1]
-        for j in range(n):
-            Bp16[t, 2 * j] = (Bm[k0, j] >> sb) if k0 >= 0 else 0
-            Bp16[t, 2 * j + 1] = (Bm[k1, j] >> sb) if k1 >= 0 else 0
-
-
 @njit(cache=True)
 def _count_flags(F, jw):
     n = 0
@@ -298,63 +285,159 @@ def _flush_row(L, F, jw, ea_i, eb_row, j0, out_row):
     return inexact, mx
 
 
+@njit(cache=True)
+def _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c0, c1, ea, eb, want, out):
+    """Chains c0..c1-1 of ONE pair each (chain_len <= 2), for rows i0.. and lanes j0..: per
+    chain L = a0*b0 + a1*b1 and its flush, fused (the int32 lane, its fill buffer and the
+    separate flush pass of the general path cost more than the arithmetic here).  Identical to
+    that path: the pair sum cannot leave int32 (|a0*b0 + a1*b1| <= 2 (2^15 - 1)^2 < 2^31, see
+    the module doc), so the lane starting at 0 holds it exactly in both overflow modes and no
+    event can happen; the flush is _flush_row's arithmetic on the same value, chains in the
+    same order.  Returns (inexact conversions, max |L|), counted only when ``want``."""
+    inexact = 0
+    mx = 0
+    for c in range(c0, c1):
+        kp = cps[c]
+        Eb = eb[cbb[c], j0:j0 + jw]
+        b = Bp16[kp, 2 * j0:2 * (j0 + jw)]          # read once, used by every row
+        for r in range(rows):
+            i = i0 + r
+            O = out[i, j0:j0 + jw]
+            a0 = np.int32(Ap16[i, 2 * kp])
+            a1 = np.int32(Ap16[i, 2 * kp + 1])
+            ea_i = ea[i, cba[c]]
+            if want:
+                for j in range(jw):
+                    L = np.int32(np.int32(a0 * np.int32(b[2 * j]))
+                                 + np.int32(a1 * np.int32(b[2 * j + 1])))
+                    e = min(max(ea_i + Eb[j], -1022), 992)
+                    z64 = np.float64(L) * np.int64((e + 1023) << 52).view(np.float64)
+                    z = np.float32(z64)
+                    inexact += np.int64(np.float64(z) != z64)
+                    O[j] = np.float32(O[j] + z)
+                    mx = max(mx, abs(np.int64(L)))
+            else:
+                for j in range(jw):
+                    L = np.int32(np.int32(a0 * np.int32(b[2 * j]))
+                                 + np.int32(a1 * np.int32(b[2 * j + 1])))
+                    e = min(max(ea_i + Eb[j], -1022), 992)
+                    z = np.float32(np.float64(L) * np.int64((e + 1023) << 52).view(np.float64))
+                    O[j] = np.float32(O[j] + z)
+    return inexact, mx
+
+
+@njit(cache=True)
+def _gemm_task(task, Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, zero, out, stats):
+    """Task ``task``: rows i0..i0+RB-1 x columns j0..j0+JT-1 of out, every chain in order;
+    writes stats[task]."""
+    m = Ap32.shape[0]
+    n = out.shape[1]
+    njt = (n + JT - 1) // JT
+    nch = cps.size - 1
+    i0 = (task // njt) * RB
+    j0 = (task % njt) * JT
+    rows = min(RB, m - i0)
+    jw = min(JT, n - j0)
+    lane = np.zeros((RB, JT), dtype=np.int32)
+    flag = np.zeros((RB, JT), dtype=np.int32)
+    acc = np.empty(JT, dtype=np.int64)
+    evc = np.empty(JT, dtype=np.int64)
+    buf = np.empty((4, JT), dtype=np.int32)
+    events = 0
+    bad = 0
+    inexact = 0
+    mx = 0
+    c = 0
+    while c < nch:
+        p0 = cps[c]
+        p1 = cps[c + 1]
+        if p1 - p0 == 1:
+            # a run of one-pair chains (every chain, with chain_len <= 2 and even blocks)
+            c1 = c + 1
+            while c1 < nch and cps[c1 + 1] - cps[c1] == 1:
+                c1 += 1
+            ix, m_ = _pair_chains(Ap16, Bp16, i0, rows, j0, jw, cps, cba, cbb, c, c1, ea, eb,
+                                  check, out)
+            inexact += ix
+            mx = max(mx, m_)
+            c = c1
+            continue
+        if check:
+            _fast_chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag)
+        else:
+            _fast_chain_wrap(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, zero)
+        for r in range(rows):
+            L = lane[r]
+            F = flag[r]
+            nflag = _count_flags(F, jw) if check else 0
+            if nflag > 8:
+                # Many overflowing lanes: one vectorised exact pass over the whole row.
+                _replay_row(Ap16, Bp16, i0 + r, j0, jw, p0, p1, saturate, acc, evc)
+                for j in range(jw):
+                    L[j] = acc[j]
+                    events += evc[j]
+                    if evc[j] > 0:
+                        bad += 1
+            elif nflag > 0:
+                for j in range(jw):
+                    if F[j] < 0:
+                        val, ev = _replay_lane(Ap16, Bp16, i0 + r, j0 + j, p0, p1, saturate)
+                        L[j] = val
+                        events += ev
+                        if ev > 0:
+                            bad += 1
+            ix, m_ = _flush_row(L, F, jw, ea[i0 + r, cba[c]], eb[cbb[c]], j0, out[i0 + r])
+            inexact += ix
+            mx = max(mx, m_)
+        c += 1
+    stats[task, 0] = events
+    stats[task, 1] = bad
+    stats[task, 2] = inexact
+    stats[task, 3] = mx
+
+
+@njit(cache=True)
+def _pairs_task(task, Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """_gemm_task for a plan whose chains are all one pair: only the fused path is compiled,
+    a few times cheaper to compile than the general task (Numba builds it on first use)."""
+    n = out.shape[1]
+    njt = (n + JT - 1) // JT
+    i0 = (task // njt) * RB
+    j0 = (task % njt) * JT
+    ix, mx = _pair_chains(Ap16, Bp16, i0, min(RB, out.shape[0] - i0), j0, min(JT, n - j0), cps,
+                          cba, cbb, 0, cps.size - 1, ea, eb, want, out)
+    stats[task, 2] = ix
+    stats[task, 3] = mx
+
+
+@njit(parallel=True, cache=True)
+def pairs_kernel(Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """gemm_kernel for one-pair chains (stats zero on entry; events are impossible)."""
+    for task in prange(stats.shape[0]):
+        _pairs_task(np.int64(task), Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats)
+
+
+@njit(cache=True)
+def pairs_serial(Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats):
+    """pairs_kernel on the calling thread."""
+    for task in range(stats.shape[0]):
+        _pairs_task(np.int64(task), Ap16, Bp16, cps, cba, cbb, ea, eb, want, out, stats)
+
+
 @njit(parallel=True, cache=True)
 def gemm_kernel(Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, zero, out, stats):
     """out (m, n) float32, zero on entry; stats (ntask, NSTAT) int64 (see the module doc).
 
     check = 0 (only with saturate = 0): skip the overflow test (no event counts).  zero: the
     int32 value 0, passed at run time so the compiler cannot fold it (see _fast_chain_wrap)."""
-    m = Ap32.shape[0]
-    n = out.shape[1]
-    nrb = (m + RB - 1) // RB
-    njt = (n + JT - 1) // JT
-    nch = cps.size - 1
-    for task in prange(nrb * njt):
-        i0 = (task // njt) * RB
-        j0 = (task % njt) * JT
-        rows = min(RB, m - i0)
-        jw = min(JT, n - j0)
-        lane = np.zeros((RB, JT), dtype=np.int32)
-        flag = np.zeros((RB, JT), dtype=np.int32)
-        acc = np.empty(JT, dtype=np.int64)
-        evc = np.empty(JT, dtype=np.int64)
-        buf = np.empty((4, JT), dtype=np.int32)
-        events = 0
-        bad = 0
-        inexact = 0
-        mx = 0
-        for c in range(nch):
-            p0 = cps[c]
-            p1 = cps[c + 1]
-            if check:
-                _fast_chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag)
-            else:
-                _fast_chain_wrap(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, zero)
-            for r in range(rows):
-                L = lane[r]
-                F = flag[r]
-                nflag = _count_flags(F, jw) if check else 0
-                if nflag > 8:
-                    # Many overflowing lanes: one vectorised exact pass over the whole row.
-                    _replay_row(Ap16, Bp16, i0 + r, j0, jw, p0, p1, saturate, acc, evc)
-                    for j in range(jw):
-                        L[j] = acc[j]
-                        events += evc[j]
-                        if evc[j] > 0:
-                            bad += 1
-                elif nflag > 0:
-                    for j in range(jw):
-                        if F[j] < 0:
-                            val, ev = _replay_lane(Ap16, Bp16, i0 + r, j0 + j, p0, p1,
-                                                   saturate)
-                            L[j] = val
-                            events += ev
-                            if ev > 0:
-                                bad += 1
-                ix, m_ = _flush_row(L, F, jw, ea[i0 + r, cba[c]], eb[cbb[c]], j0, out[i0 + r])
-                inexact += ix
-                mx = max(mx, m_)
-        stats[task, 0] = events
-        stats[task, 1] = bad
-        stats[task, 2] = inexact
-        stats[task, 3] = mx
+    for task in prange(stats.shape[0]):
+        _gemm_task(np.int64(task), Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check,
+                   zero, out, stats)
+
+
+@njit(cache=True)
+def gemm_serial(Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check, zero, out, stats):
+    """gemm_kernel on the calling thread: the same tasks, the same bits and counts."""
+    for task in range(stats.shape[0]):
+        _gemm_task(np.int64(task), Ap32, Ap16, Bp16, cps, cba, cbb, ea, eb, saturate, check,
+                   zero, out, stats)

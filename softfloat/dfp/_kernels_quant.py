@@ -1,11 +1,33 @@
 """Numba kernels for DFP quantization, rounding right shifts and exact conversions to fp32.
 
 Takes only arrays and integers (see softfloat/dfp/__init__.py for the semantics).  Work on flat
-arrays is split into fixed chunks of CHUNK elements processed by ``prange``; each chunk writes its
-own row of counts, so results and counts do not depend on the thread count, and stochastic
-rounding draws the bits of element i from ``random_bits(key, i)``.
+arrays is split into fixed chunks of CHUNK elements; each chunk writes its own row of counts, so
+results and counts do not depend on the thread count, and stochastic rounding draws the bits of
+element i from ``random_bits(key, base + i)`` (or ``random_bits(key, gidx[i])`` when a map of
+global indices is given: a piece of a larger array).  Every kernel has a parallel driver
+(``prange`` over the chunks) and a serial twin running the same chunks in the same order on the
+calling thread, for arrays of at most SERIAL_MAX elements, where waking the worker threads costs
+more than the work.
 
-Imports numpy, numba and softfloat.rng only.
+Quantization walks the tensor seen as (outer, L, inner) with the shared axis in the middle, in
+RUNS of consecutive elements that share one exponent (inner == 1: a block along the axis) or one
+row of exponents (inner > 1), so the per-element loops are plain contiguous loops that vectorise.
+Two exact evaluators:
+
+* float32 inputs (rbits <= 53): y = x * 2^-E in float64 is EXACT (a 24-bit significand scaled by
+  a power of two that keeps it between 2^-272 and 2^15: no overflow, no subnormal), q = floor(y)
+  is exact, and f = y - q is exact except when -2^-29 < y < 0 (then q = -1 and the exact f =
+  1 + y lies in (1 - 2^-29, 1), its float64 rounding in [1 - 2^-29, 1]).  The deterministic
+  modes only compare f with 1/2 and 0, which that rounding never changes.  Stochastic rounding
+  needs floor(f * 2^r) exactly: it is computed as D = floor(y * 2^r) - q * 2^r, a difference of
+  two exact float64 integers whose exact value is an integer in [0, 2^r), r <= 53, hence
+  representable, hence computed exactly.
+* otherwise (float64 inputs, rbits > 53): x = sig * 2^e taken apart from its float64 bits and
+  rounded by the integer shift_round (softfloat/dfp/_intround.py), exact for every input.
+Both end in the same decision table (_intround.decide / sr_up); tests/test_dfp_modes.py checks
+that float32 inputs give the same bits through either.
+
+Imports numpy, numba and softfloat (rng, _primitives, modes) only.
 """
 
 from __future__ import annotations
@@ -13,20 +35,23 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._primitives import (F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
+                           F64_SIGN_SHIFT, U64_0, U64_1, bit_length64, pow2)
 from ..rng import random_bits
+from ._intround import SR, decide, mode_bits, sar, shift_round, sr_up
 
-#: Rounding codes (stable; softfloat/dfp/_tensor.py maps the names onto them).
-NEAREST, STOCHASTIC, BIASED, FLOOR = 0, 1, 2, 3
-
-#: Elements per parallel chunk: 2^14, as in softfloat/_kernels_round.py.
+#: Elements per chunk: 2^14, as in softfloat/_kernels_round.py.
 CHUNK = 1 << 14
 
-_MASK52 = np.uint64((1 << 52) - 1)
-_HIDDEN = np.uint64(1 << 52)
-_EXPMASK = np.uint64(0x7FF)
-_U52 = np.uint64(52)
-_U63 = np.uint64(63)
-_ONE = np.int64(1)
+#: Arrays of at most this many elements are processed on the calling thread.  Waking Numba's
+#: worker threads costs 30-60 us on an idle 2-core machine and far more when the cores are
+#: busy; the float32 quantizer handles about 2 elements per ns on one thread, so below 2^18
+#: elements (~130 us of work) one thread finishes first.  (The same threshold as
+#: softfloat.rounding.SERIAL_MAX.)
+SERIAL_MAX = 1 << 18
+
+#: The largest sr_bits the float32 evaluator handles exactly (D < 2^r must be a float64 integer).
+FLOAT_SR_MAX_BITS = 53
 
 
 def n_chunks(n: int) -> int:
@@ -34,163 +59,413 @@ def n_chunks(n: int) -> int:
 
 
 @njit(cache=True)
-def sar(x, k):
-    """Arithmetic right shift of an int64 by k >= 0 bits: floor(x / 2^k).
-
-    Shifts of 64 or more are undefined in LLVM, so k is capped at 63; for |x| < 2^62 the result
-    of any k >= 63 is floor(x / 2^k) = 0 (x >= 0) or -1 (x < 0), which x >> 63 also gives.
-    """
-    if k > 63:
-        k = 63
-    return x >> k
-
-
-@njit(cache=True)
-def shift_round(x, s, mode, u, rbits):
-    """Round the rational x / 2^s to an integer (x an int64 with |x| < 2^62, s >= 0).
-
-    Every mode is defined on the signed value t = x / 2^s (two's complement hardware view):
-      FLOOR      floor(t)                          = x >> s (arithmetic shift: toward -inf)
-      BIASED     floor(t + 1/2)                    = (x + 2^(s-1)) >> s (round half UP, +inf)
-      NEAREST    nearest, ties to even
-      STOCHASTIC floor(t) + 1 when floor(f * 2^r) + (u >> (64 - r)) >= 2^r, f = t - floor(t)
-                 in [0, 1), r = rbits: probability f up to the r-bit truncation of f (exact when
-                 the remainder has at most r bits, as softfloat.round's stochastic mode).
-    """
-    if s <= 0:
-        return x
-    q = sar(x, s)
-    if mode == FLOOR:
-        return q
-    if s >= 63:
-        # |t| <= 2^62 / 2^63 = 1/2, and t = -1/2 only for x = -2^62, s = 63.  Nearest gives 0
-        # (ties to even 0); biased gives floor(t + 1/2) = 0 for every t in [-1/2, 1/2).
-        if mode == NEAREST or mode == BIASED:
-            return np.int64(0)
-        # stochastic: remainder top r bits, f * 2^r = (x >> (s - r)) mod 2^r (floor division)
-        r = np.int64(rbits)
-        ftop = sar(x, s - r) & ((_ONE << r) - _ONE)
-        ur = np.int64(np.uint64(u) >> np.uint64(64 - r))
-        return q + 1 if ftop + ur >= (_ONE << r) else q
-    rem = x - (q << s)                    # = x mod 2^s in [0, 2^s): exact, no overflow
-    # The decisions below are data dependent (half the time up, half down): written as 0/1
-    # integers so LLVM can use set-on-condition instead of mispredicted branches.
-    half = _ONE << (s - 1)
-    if mode == BIASED:
-        return q + np.int64(rem >= half)
-    if mode == NEAREST:
-        return q + (np.int64(rem > half) | (np.int64(rem == half) & (q & _ONE)))
-    # STOCHASTIC
-    r = np.int64(rbits)
-    if s <= r:
-        ftop = rem << (r - s)             # the whole remainder: P(up) = rem / 2^s exactly
-    else:
-        ftop = rem >> (s - r)             # remainder truncated to its top r bits
-    ur = np.int64(np.uint64(u) >> np.uint64(64 - r))
-    return q + np.int64(ftop + ur >= (_ONE << r))
-
-
-@njit(cache=True)
 def float_parts(v):
     """(sig, e) with v = sig * 2^e exactly, sig a signed int64 (|sig| < 2^53); v finite."""
     b = np.float64(v).view(np.uint64)
-    neg = np.int64(b >> _U63)                        # 1 for negative, else 0
-    E = np.int64((b >> _U52) & _EXPMASK)
-    frac = b & _MASK52
+    neg = np.int64(b >> F64_SIGN_SHIFT)              # 1 for negative, else 0
+    E = np.int64((b >> F64_FRAC_BITS) & F64_EXP_ALL_ONES)
+    frac = b & F64_FRAC
     if E == 0:
         sig = np.int64(frac)
         e = np.int64(-1074)
     else:
-        sig = np.int64(frac | _HIDDEN)
+        sig = np.int64(frac | F64_HIDDEN)
         e = E - 1075
     # branch-free conditional negation (the sign is random data): (sig ^ -neg) + neg
     return (sig ^ -neg) + neg, e
 
 
-@njit(parallel=True, cache=True)
-def quantize_kernel(x, inner, L, nb, N, es, pmax, mode, key, rbits, out, counts):
-    """out[f] = round(x[f] / 2^E) clipped to [-pmax, pmax] for flat C-order x.
+# ----- per-element roundings ----------------------------------------------------------------
+@njit(cache=True)
+def _round_y(y, mb):
+    """Deterministic rounding of the exact float64 y = x / 2^E (float32 x; see module doc)."""
+    q = np.floor(y)
+    f = y - q
+    qi = np.int64(q)
+    return qi + decide(mb, qi, np.int64(f > 0.5), np.int64(f == 0.5), np.int64(f != 0.0))
 
-    x is viewed as (outer, L, inner) with the shared axis in the middle; element f belongs to the
-    block (o, (f // inner % L) // N, f % inner) of es, an int64 array of shape (outer, nb, inner)
-    flattened.  The block index is computed once per chunk and then stepped (integer divisions
-    per element cost more than the rounding).  counts[c] = (saturated, underflowed).
-    """
+
+@njit(cache=True)
+def _round_y_sr(y, R, u, rbits):
+    """Stochastic rounding of the exact y; R = 2.0^rbits (rbits <= 53, see module doc)."""
+    q = np.floor(y)
+    d = np.floor(y * R) - q * R                      # floor(f * 2^r), exact
+    return np.int64(q) + sr_up(np.int64(d), u, rbits)
+
+
+@njit(cache=True)
+def _round_int(v, E, mode, u, rbits):
+    """Any float64 v rounded to an integer at exponent E: round(v / 2^E), exact."""
+    sig, e = float_parts(v)
+    s = E - e
+    if s <= 0:
+        # |v| < 2^(E + P - 1) and |sig| >= 1 bound the left shift by P - 2: exact.
+        return sig << (-s)
+    return shift_round(sig, s, mode, u, rbits)
+
+
+@njit(cache=True)
+def _clip(i, v, pmax):
+    """(clipped integer, saturated 0/1, underflowed 0/1): underflow = a nonzero v became 0."""
+    c = min(max(i, -pmax), pmax)
+    return c, np.int64(c != i), np.int64(c == 0) & np.int64(v != 0.0)
+
+
+# ----- runs: consecutive elements sharing one exponent (vec=False) or one row of them ---------
+# A run is x[f0:f0 + n]; its scales are sc[k0] (vec False) or sc[k0:k0 + n] (vec True).  The
+# arrays are indexed with uint64 offsets rather than sliced: an unsigned index needs no
+# negative-index wraparound (which would turn the loads into gathers), and a run of a few dozen
+# elements (blocks of 32) costs less without the reference counting of slice views.
+@njit(cache=True)
+def _run_float(x, f0, n, sc, k0, vec, mb, pmax, out):
+    """float32 x, deterministic modes."""
+    sat = 0
+    und = 0
+    if vec:
+        for j in range(n):
+            i = np.uint64(f0 + j)
+            y = np.float64(x[i]) * sc[np.uint64(k0 + j)]
+            c, a, b = _clip(_round_y(y, mb), y, pmax)
+            out[i] = c
+            sat += a
+            und += b
+    else:
+        s = sc[k0]
+        for j in range(n):
+            i = np.uint64(f0 + j)
+            y = np.float64(x[i]) * s
+            c, a, b = _clip(_round_y(y, mb), y, pmax)
+            out[i] = c
+            sat += a
+            und += b
+    return sat, und
+
+
+@njit(cache=True)
+def _run_float_sr(x, f0, n, sc, k0, vec, key, base, gidx, rbits, pmax, out):
+    """float32 x, stochastic rounding; element i draws random_bits(key, base + i) or, with a
+    map, random_bits(key, gidx[i])."""
+    R = pow2(rbits)
+    sat = 0
+    und = 0
+    for j in range(n):
+        i = np.uint64(f0 + j)
+        y = np.float64(x[i]) * sc[np.uint64(k0 + j) if vec else np.uint64(k0)]
+        g = base + f0 + j if gidx is None else gidx[i]
+        c, a, b = _clip(_round_y_sr(y, R, random_bits(key, g), rbits), y, pmax)
+        out[i] = c
+        sat += a
+        und += b
+    return sat, und
+
+
+@njit(cache=True)
+def _run_int(x, f0, n, es, k0, vec, mode, key, base, gidx, rbits, pmax, out):
+    """Any float x through the integer path, exponents es[k0] or es[k0:k0 + n]."""
+    sat = 0
+    und = 0
+    for j in range(n):
+        i = np.uint64(f0 + j)
+        v = np.float64(x[i])
+        if mode == SR:
+            u = random_bits(key, base + f0 + j if gidx is None else gidx[i])
+        else:
+            u = U64_0
+        E = es[np.uint64(k0 + j) if vec else np.uint64(k0)]
+        c, a, b = _clip(_round_int(v, E, mode, u, rbits), v, pmax)
+        out[i] = c
+        sat += a
+        und += b
+    return sat, und
+
+
+# ----- walking a chunk run by run --------------------------------------------------------------
+@njit(cache=True)
+def _run_start(lo, inner, L, N):
+    """The walk's state at element lo: [f, o, col, t, b, cb] = element, slice, column along the
+    shared axis, position along the inner axes, block, column inside the block."""
+    o = lo // (L * inner)
+    r = lo - o * L * inner
+    col = r // inner
+    t = r - col * inner
+    b = col // N
+    st = np.empty(6, dtype=np.int64)
+    st[0] = lo
+    st[1] = o
+    st[2] = col
+    st[3] = t
+    st[4] = b
+    st[5] = col - b * N
+    return st
+
+
+@njit(cache=True)
+def _next_run(st, hi, inner, L, N, nb):
+    """(f, n, k): the next run x[f:f + n] (n = 0: the chunk is done) and the exponent index k of
+    its first element; steps the state without divisions (they cost more than a run of a few
+    dozen elements).  Runs end at the end of a block (inner == 1) or of a row of the inner
+    axes (inner > 1), or at hi."""
+    f, o, col, t, b, cb = st[0], st[1], st[2], st[3], st[4], st[5]
+    if f >= hi:
+        return f, 0, 0
+    k = (o * nb + b) * inner + t
+    if inner > 1:
+        end = min(f + inner - t, hi)
+        step = 1                                     # one column per row of the inner axes
+    else:
+        end = min(f + min(N - cb, L - col), hi)
+        step = end - f
+    col += step
+    cb += step
+    if col == L:
+        col = 0
+        cb = 0
+        b = 0
+        o += 1
+    elif cb == N:
+        cb = 0
+        b += 1
+    st[0] = end
+    st[1] = o
+    st[2] = col
+    st[3] = 0
+    st[4] = b
+    st[5] = cb
+    return f, end - f, k
+
+
+# Three evaluators, each with its own chunk function and drivers, so that Numba compiles (on
+# first use) only the one a call needs: a training step in RNE never builds the stochastic or
+# the integer path.  The chunk functions share their signature:
+#   (x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out)
+# quantizing x[lo:hi] (flat C order of an (outer, L, inner) tensor with blocks of N along L,
+# nb blocks; es / sc the (outer, nb, inner) exponents and scales 2^-E, flattened) into out,
+# returning (saturated, underflowed).
+@njit(cache=True)
+def _chunk_float(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    mb = mode_bits(mode)
+    st = _run_start(lo, inner, L, N)
+    sat = 0
+    und = 0
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_float(x, f, n, sc, k, inner > 1, mb, pmax, out)
+        sat += a
+        und += u
+
+
+@njit(cache=True)
+def _chunk_float_sr(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax,
+                    out):
+    st = _run_start(lo, inner, L, N)
+    sat = 0
+    und = 0
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_float_sr(x, f, n, sc, k, inner > 1, key, base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+
+
+@njit(cache=True)
+def _chunk_int(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    st = _run_start(lo, inner, L, N)
+    sat = 0
+    und = 0
+    while True:
+        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        if n == 0:
+            return sat, und
+        a, u = _run_int(x, f, n, es, k, inner > 1, mode, key, base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+
+
+# Drivers: parallel ones fill counts[c] = (saturated, underflowed) per chunk; the serial twins
+# run the same chunks in the same order on the calling thread and return the totals.
+@njit(parallel=True, cache=True)
+def float_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
     n = x.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo = c * CHUNK
-        hi = min(n, lo + CHUNK)
-        t = lo % inner                      # position along the inner axes
-        q = lo // inner
-        col = q % L                         # position along the shared axis
-        o = q // L
-        cb = col % N                        # position inside the block
-        base = (o * nb + col // N) * inner  # es index of (o, block, 0)
-        sat = 0
-        und = 0
-        for f in range(lo, hi):
-            v = np.float64(x[f])
-            if v == 0.0:
-                out[f] = 0
-            else:
-                sig, e = float_parts(v)
-                s = es[base + t] - e
-                if s <= 0:
-                    # |v| < 2^(E + P - 1) and |sig| >= 1 bound the left shift by P - 2: exact.
-                    i = sig << (-s)
-                else:
-                    u = random_bits(key, f) if mode == STOCHASTIC else np.uint64(0)
-                    i = shift_round(sig, s, mode, u, rbits)
-                c_ = min(max(i, -pmax), pmax)
-                sat += np.int64(c_ != i)
-                und += np.int64(c_ == 0)
-                out[f] = c_
-            t += 1
-            if t == inner:
-                t = 0
-                col += 1
-                cb += 1
-                if col == L:
-                    col = 0
-                    cb = 0
-                    o += 1
-                    base = o * nb * inner
-                elif cb == N:
-                    cb = 0
-                    base += inner
-        counts[c, 0] = sat
-        counts[c, 1] = und
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)   # one signature for the callees (prange's index is typed twice)
+        lo = ci * CHUNK
+        counts[ci, 0], counts[ci, 1] = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
+                                                    es, sc, mode, key, base, gidx, rbits, pmax,
+                                                    out)
+
+
+@njit(cache=True)
+def float_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    n = x.size
+    sat = 0
+    und = 0
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
+                            gidx, rbits, pmax, out)
+        sat += a
+        und += u
+    return sat, und
+
+
+@njit(parallel=True, cache=True)
+def float_sr_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out,
+                    counts):
+    n = x.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0], counts[ci, 1] = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N,
+                                                       nb, es, sc, mode, key, base, gidx, rbits,
+                                                       pmax, out)
+
+
+@njit(cache=True)
+def float_sr_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    n = x.size
+    sat = 0
+    und = 0
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key,
+                               base, gidx, rbits, pmax, out)
+        sat += a
+        und += u
+    return sat, und
+
+
+@njit(parallel=True, cache=True)
+def int_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
+    n = x.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0], counts[ci, 1] = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
+                                                  es, sc, mode, key, base, gidx, rbits, pmax,
+                                                  out)
+
+
+@njit(cache=True)
+def int_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
+    n = x.size
+    sat = 0
+    und = 0
+    for lo in range(0, n, CHUNK):
+        a, u = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
+                          gidx, rbits, pmax, out)
+        sat += a
+        und += u
+    return sat, und
+
+
+#: (parallel driver, serial twin) of each evaluator
+EVALUATORS = {"float": (float_kernel, float_serial), "float_sr": (float_sr_kernel,
+                                                                  float_sr_serial),
+              "int": (int_kernel, int_serial)}
+
+
+# ----- down-conversion shifts ------------------------------------------------------------------
+@njit(cache=True)
+def _shift_chunk(x, lo, hi, shifts, pmax, mode, key, rbits, out):
+    sat = 0
+    xs = x[lo:hi]
+    ss = shifts[lo:hi]
+    os_ = out[lo:hi]
+    for j in range(hi - lo):
+        u = random_bits(key, lo + j) if mode == SR else U64_0
+        i = shift_round(np.int64(xs[j]), ss[j], mode, u, rbits)
+        c = min(max(i, -pmax), pmax)
+        sat += np.int64(c != i)
+        os_[j] = c
+    return sat
 
 
 @njit(parallel=True, cache=True)
 def shift_kernel(x, shifts, pmax, mode, key, rbits, out, counts):
     """out[f] = round(x[f] / 2^shifts[f]) clipped to [-pmax, pmax]; counts[c] = saturated."""
     n = x.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo = c * CHUNK
-        hi = min(n, lo + CHUNK)
-        sat = 0
-        for f in range(lo, hi):
-            u = random_bits(key, f) if mode == STOCHASTIC else np.uint64(0)
-            i = shift_round(np.int64(x[f]), shifts[f], mode, u, rbits)
-            if i > pmax:
-                i = pmax
-                sat += 1
-            elif i < -pmax:
-                i = -pmax
-                sat += 1
-            out[f] = i
-        counts[c, 0] = sat
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0] = _shift_chunk(x, lo, min(n, lo + CHUNK), shifts, pmax, mode, key, rbits,
+                                     out)
 
 
 @njit(cache=True)
-def pow2(k):
-    """Exact 2^k as a float64 for -1022 <= k <= 1023 (built from its bit pattern)."""
-    return np.uint64((k + 1023) << 52).view(np.float64)
+def shift_serial(x, shifts, pmax, mode, key, rbits, out, counts):
+    """shift_kernel on the calling thread (same chunks, same bits)."""
+    n = x.size
+    for c in range((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        counts[ci, 0] = _shift_chunk(x, lo, min(n, lo + CHUNK), shifts, pmax, mode, key, rbits,
+                                     out)
 
 
+# ----- max |x| of a whole tensor, from the bit patterns ----------------------------------------
+@njit(cache=True)
+def _absmax_chunk(xb, lo, hi, absmask):
+    """max of (pattern & absmask) over xb[lo:hi]: for IEEE patterns the magnitude bits order
+    like |x| (Inf above every finite value, NaN above Inf), and an integer max vectorises."""
+    m = xb[lo] & absmask
+    xs = xb[lo:hi]
+    for j in range(hi - lo):
+        m = max(m, xs[j] & absmask)
+    return m
+
+
+@njit(parallel=True, cache=True)
+def absmax_kernel(xb, absmask, part):
+    """part[c] = max magnitude pattern of chunk c (xb: the uint32/uint64 patterns, nonempty)."""
+    n = xb.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        ci = np.int64(c)
+        lo = ci * CHUNK
+        part[ci] = _absmax_chunk(xb, lo, min(n, lo + CHUNK), absmask)
+
+
+@njit(cache=True)
+def _block_absmax_one(xb, ob, L, inner, N, nb, absmask, out):
+    """out[ob * inner:(ob + 1) * inner] = max magnitude patterns of block ob = o * nb + b."""
+    o = ob // nb
+    c0 = (ob - o * nb) * N
+    rows = min(c0 + N, L) - c0
+    start = (o * L + c0) * inner
+    if inner == 1:
+        out[ob] = _absmax_chunk(xb, start, start + rows, absmask)
+        return
+    acc = out[ob * inner:(ob + 1) * inner]
+    first = xb[start:start + inner]
+    for t in range(inner):
+        acc[t] = first[t] & absmask
+    for c in range(1, rows):
+        row = xb[start + c * inner:start + (c + 1) * inner]
+        for t in range(inner):
+            acc[t] = max(acc[t], row[t] & absmask)
+
+
+@njit(parallel=True, cache=True)
+def block_absmax_kernel(xb, L, inner, N, nb, absmask, out):
+    """Max magnitude pattern of every block of an (outer, L, inner) tensor (blocks of N along
+    L): out (outer * nb * inner) in C order of (outer, nb, inner).  Tasks of about CHUNK
+    elements (G whole blocks), each writing its own part of out.  Needs L >= 1."""
+    nob = out.size // inner
+    G = max(1, CHUNK // (N * inner))
+    for task in prange((nob + G - 1) // G):
+        g0 = np.int64(task) * G
+        for ob in range(g0, min(g0 + G, nob)):
+            _block_absmax_one(xb, ob, L, inner, N, nb, absmask, out)
+
+
+@njit(cache=True)
+def block_absmax_serial(xb, L, inner, N, nb, absmask, out):
+    for ob in range(out.size // inner):
+        _block_absmax_one(xb, np.int64(ob), L, inner, N, nb, absmask, out)
+
+
+# ----- exact conversions to fp32 -----------------------------------------------------------------
 @njit(cache=True)
 def int_times_pow2_to_f32(n, e):
     """fp32(n * 2^e) with ONE round-to-nearest-even, for an int64 n and any int e.
@@ -210,17 +485,14 @@ def int_times_pow2_to_f32(n, e):
     neg = n < 0
     mag = np.uint64(-n) if neg else np.uint64(n)     # -(-2^63) wraps to -2^63 = 2^63 as uint64
     if mag >= np.uint64(1 << 53):
-        bl = 54                                        # bit length of mag: 54..64
-        while bl < 64 and (mag >> np.uint64(bl)) != np.uint64(0):
-            bl += 1
-        k = bl - 53
-        low = mag & ((np.uint64(1) << np.uint64(k)) - np.uint64(1))
-        mag = (mag >> np.uint64(k)) | (np.uint64(1) if low != np.uint64(0) else np.uint64(0))
+        k = bit_length64(mag) - 53                     # 1..11 bits to drop
+        low = mag & ((U64_1 << np.uint64(k)) - U64_1)
+        mag = (mag >> np.uint64(k)) | (U64_1 if low != U64_0 else U64_0)
         e = e + k
     if e < -1022:
         return np.float32(-0.0) if neg else np.float32(0.0)
-    if e > 1023:
-        e = 1023                                       # |v| >= 1: +-Inf in fp32 either way
+    if e > F64_BIAS:
+        e = F64_BIAS                                   # |v| >= 1: +-Inf in fp32 either way
     v = np.float64(mag) * pow2(e)                      # exact (or Inf)
     return np.float32(-v if neg else v)
 

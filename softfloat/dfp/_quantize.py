@@ -1,20 +1,24 @@
 """Conversions to DFP: :func:`quantize` (float -> DFP-P) and :func:`down_convert` (DFP -> DFP-P,
 the seed's DFP-32 -> DFP-16 step with the shift taken from the leading-zero count).
 
-Shared-exponent rules (documented in softfloat/dfp/__init__.py) are computed here with numpy on
-exact quantities (max |x| is exact; frexp is exact); the per-element rounding runs in the Numba
-kernels of _kernels_quant.py.  Imports numpy and softfloat only.
+Shared-exponent rules (documented in softfloat/dfp/__init__.py) are computed here on exact
+quantities (max |x| is exact, from the bit patterns or numpy's max; frexp is exact); the
+per-element rounding runs in the Numba kernels of _kernels_quant.py.  A dask array given to
+quantize goes to _lazy.py.  Imports numpy and softfloat only.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .._validate import DEFAULT_SR_BITS, as_float_array
-from ..rng import seed_key
+from .._primitives import F32_ABS, F32_INF, F64_ABS, F64_EXP_FIELD
+from .._validate import as_float_array
+from ..modes import Mode
 from . import _kernels_quant as KQ
-from ._tensor import (DFPTensor, block_absmax, check_bits, check_dfp, check_int, expand_blocks,
-                      exponent_shape, layout_geometry, normalize_layout, parse_rounding)
+from ._tensor import (DFPTensor, block_absmax, check_bits, check_dfp, exponent_shape,
+                      expand_blocks, layout_geometry, normalize_layout, parse_rounding, sr_args)
 
 __all__ = ["quantize", "down_convert", "SCALE_RULES"]
 
@@ -25,30 +29,53 @@ __all__ = ["quantize", "down_convert", "SCALE_RULES"]
 SCALE_RULES = ("floor", "ceil")
 
 
-def _sr_args(code, seed, sr_bits):
-    if code != KQ.STOCHASTIC:
-        if seed is not None or sr_bits is not None:
-            raise ValueError("seed and sr_bits are only meaningful with rounding='stochastic'")
-        return np.uint64(0), 1
-    if seed is None:
-        raise ValueError("rounding='stochastic' needs seed=<int>: the random bits of element i "
-                         "are a function of (seed, i), so results are reproducible")
-    rbits = DEFAULT_SR_BITS if sr_bits is None else check_int(sr_bits, "sr_bits", 1, 62)
-    return seed_key(seed), rbits
+def _nonfinite_error(arr, name):
+    n_nan = int(np.isnan(arr).sum())
+    n_inf = int(np.isinf(arr).sum())
+    return ValueError(f"dfp.quantize: {name} contains {n_nan} NaN and {n_inf} infinite "
+                      f"value(s); DFP has no NaN or Inf and a shared exponent cannot be "
+                      f"chosen for them: pass finite values")
 
 
-def _check_finite(arr, name):
-    if arr.size and not np.isfinite(arr).all():
-        n_nan = int(np.isnan(arr).sum())
-        n_inf = int(np.isinf(arr).sum())
-        raise ValueError(f"dfp.quantize: {name} contains {n_nan} NaN and {n_inf} infinite "
-                         f"value(s); DFP has no NaN or Inf and a shared exponent cannot be "
-                         f"chosen for them: pass finite values")
+def _patterns(flat):
+    """(uint view, magnitude mask, first non-finite magnitude pattern, uint type) of a flat
+    float32/float64 array."""
+    if flat.dtype == np.float32:
+        return flat.view(np.uint32), F32_ABS, int(F32_INF), np.uint32
+    return flat.view(np.uint64), F64_ABS, int(F64_EXP_FIELD), np.uint64
+
+
+def tensor_absmax(flat: np.ndarray) -> float:
+    """max |x| of a nonempty flat float32/float64 array, as a float (Inf when the array holds a
+    NaN or an Inf), from one pass over the bit patterns (see _kernels_quant._absmax_chunk)."""
+    xb, mask, lim, ut = _patterns(flat)
+    if flat.size <= KQ.SERIAL_MAX:
+        top = int(np.bitwise_and(xb, mask).max())      # small: numpy, nothing to compile
+    else:
+        part = np.empty(KQ.n_chunks(flat.size), dtype=xb.dtype)
+        KQ.absmax_kernel(xb, mask, part)
+        top = int(part.max())
+    if top >= lim:
+        return math.inf
+    return float(np.array(top, dtype=ut).view(flat.dtype))
+
+
+def layout_absmax(arr: np.ndarray, axis, block) -> np.ndarray:
+    """max |x| of every block of a nonempty float32/float64 array in a layout with an axis: a
+    float array of shape (outer, nb, inner), Inf where a block holds a NaN or an Inf."""
+    outer, L, inner, N, nb = layout_geometry(arr.shape, axis, block)
+    xb, mask, lim, ut = _patterns(arr.reshape(-1))
+    out = np.empty(outer * nb * inner, dtype=xb.dtype)
+    kern = KQ.block_absmax_serial if arr.size <= KQ.SERIAL_MAX else KQ.block_absmax_kernel
+    kern(xb, L, inner, N, nb, mask, out)
+    amax = out.view(arr.dtype).astype(np.float64)
+    amax[out >= ut(lim)] = np.inf
+    return amax.reshape(outer, nb, inner)
 
 
 def shared_exponents(amax, bits, scale_rule):
     """E_s for each block maximum (float array, >= 0): int64 array; 0 for all-zero blocks."""
-    mant, ex = np.frexp(amax.astype(np.float64))       # amax = mant * 2^ex, mant in [0.5, 1)
+    mant, ex = np.frexp(np.asarray(amax, dtype=np.float64))  # amax = mant * 2^ex, mant in [.5, 1)
     efmax = ex.astype(np.int64) - 1                    # floor(log2 amax), exact
     es = efmax - (bits - 2)
     if scale_rule == "ceil":
@@ -60,23 +87,78 @@ def shared_exponents(amax, bits, scale_rule):
     return np.where(amax == 0, 0, es).astype(np.int64)
 
 
-def quantize(x, bits=16, rounding="nearest", *, axis=None, block=None, scale_rule="floor",
-             seed=None, sr_bits=None, name="x"):
+def block_exponents(arr, axis, block, bits, scale_rule, name):
+    """The shared exponents of ``arr`` (float32/float64) in a layout, as an int64 array of shape
+    (outer, nb, inner); ValueError if arr holds NaN or Inf (found through the maxima: numpy's
+    max propagates NaN, and an Inf is its block's maximum)."""
+    outer, _, inner, _, nb = layout_geometry(arr.shape, axis, block)
+    if axis is None:
+        amax = tensor_absmax(arr.reshape(-1)) if arr.size else 0.0
+        if not math.isfinite(amax):
+            raise _nonfinite_error(arr, name)
+        if amax == 0.0:
+            return np.zeros((1, 1, 1), dtype=np.int64)
+        mant, ex = math.frexp(amax)
+        es = ex - 1 - (bits - 2) + (scale_rule == "ceil" and mant > 1.0 - 2.0 ** (1 - bits))
+        return np.full((1, 1, 1), es, dtype=np.int64)
+    if arr.size == 0:
+        return np.zeros((outer, nb, inner), dtype=np.int64)
+    amax = layout_absmax(arr, axis, block)
+    if not np.isfinite(amax).all():
+        raise _nonfinite_error(arr, name)
+    return shared_exponents(amax, bits, scale_rule).reshape(outer, nb, inner)
+
+
+def quantize_blocks(flat, geometry, es, mode, key, rbits, pmax, out, *, base=0, gidx=None):
+    """Round the flat C-order array ``flat`` (of a tensor with ``geometry`` = layout_geometry)
+    at the per-block exponents es (int64, (outer, nb, inner)) into ``out`` (int16, or int32 for
+    unclipped results with pmax = 2^15); returns (saturated, underflowed).  Stochastic bits of
+    element i: random_bits(key, base + i), or random_bits(key, gidx[i]) with a map."""
+    _, L, inner, N, nb = geometry
+    n = flat.size
+    if n == 0:
+        return 0, 0
+    es = es.reshape(-1)
+    if flat.dtype == np.float32 and mode != Mode.SR:
+        kind = "float"
+    elif flat.dtype == np.float32 and rbits <= KQ.FLOAT_SR_MAX_BITS:
+        kind = "float_sr"
+    else:
+        kind = "int"
+    # 2^-E in float64, exact: float32 data have E in [-149 - 14, 127 - 6 + 1]
+    sc = es.astype(np.float64) if kind == "int" else np.ldexp(1.0, -es)
+    kernel, serial = KQ.EVALUATORS[kind]
+    args = (flat, inner, L, N, nb, es, sc, int(mode), key, base, gidx, rbits, pmax, out)
+    if n <= KQ.SERIAL_MAX:
+        sat, und = serial(*args)
+        return int(sat), int(und)
+    counts = np.empty((KQ.n_chunks(n), 2), dtype=np.int64)
+    kernel(*args, counts)
+    return int(counts[:, 0].sum()), int(counts[:, 1].sum())
+
+
+def quantize(x, bits=16, mode=None, *, rounding=None, axis=None, block=None,
+             scale_rule="floor", seed=None, sr_bits=None, name="x"):
     """Quantize a float tensor to DFP-P: integers i with |i| <= 2^(P-1) - 1 and shared exponents.
 
     Parameters
     ----------
-    x : float16/float32/float64 array (or Python floats); NaN or Inf raise ValueError
+    x : float16/float32/float64 array (or Python floats), or a dask array of those (a lazy
+        result, see softfloat/dfp/_lazy.py); NaN or Inf raise ValueError
     bits : int P in 8..16
-    rounding : "nearest" (ties to even), "stochastic", "biased" (round half up), "floor"
+    mode : softfloat.Mode or its name (default RNE); DFP's names are aliases: "nearest" (RNE,
+        ties to even), "stochastic" (SR), "biased" (RHU, round half up), "floor" (RDN); rna,
+        rtz, rup and rto are available too.  ``rounding=`` is the older name of the same
+        argument (give one of them)
     axis : None for one exponent per tensor; else the axis along which elements share an
         exponent (per row of an (m, k) matrix: axis=1; per column of (k, n): axis=0)
     block : None (the whole axis shares) or N: blocks of N consecutive elements along ``axis``
         (``axis`` defaults to the last axis when a block is given)
     scale_rule : "floor" (E_s = floor(log2 amax) - (P - 2), the paper's; may saturate one value
         per block) or "ceil" (E_s = ceil(log2(amax / (2^(P-1) - 1))), never saturates)
-    seed : int, required for rounding="stochastic" (bits of element i: random_bits(key, i), i
-        the C-order flat index); sr_bits : random bits per rounding (default 24, at most 62)
+    seed : int, required by mode SR and refused by the other modes (bits of element i:
+        random_bits(key, i), i the C-order flat index); sr_bits : random bits per rounding
+        (SR only; default 24, at most 62)
     name : how error messages call the tensor
 
     Returns
@@ -84,29 +166,31 @@ def quantize(x, bits=16, rounding="nearest", *, axis=None, block=None, scale_rul
     DFPTensor with mantissa int16, exponent int32, ``saturated`` and ``underflowed`` counts
     """
     bits = check_bits(bits)
-    code = parse_rounding(rounding)
-    key, rbits = _sr_args(code, seed, sr_bits)
+    mode = parse_rounding(mode, rounding, "dfp.quantize")
+    key, rbits = sr_args(mode, seed, sr_bits, "dfp.quantize")
     if scale_rule not in SCALE_RULES:
         raise ValueError(f"scale_rule must be one of {SCALE_RULES}, got {scale_rule!r}")
     if not isinstance(name, str):
         raise TypeError("name must be a str")
-    arr = as_float_array(x, name)
-    _check_finite(arr, name)
     if block is not None and axis is None:
         axis = -1
+    if _is_dask(x):
+        from ._lazy import quantize_lazy
+        return quantize_lazy(x, bits, mode, key, rbits, axis, block, scale_rule, name)
+    arr = as_float_array(x, name)
     axis, block = normalize_layout(arr.ndim, axis, block)
-    outer, L, inner, N, nb = layout_geometry(arr.shape, axis, block)
-    es = shared_exponents(block_absmax(arr, arr.shape, axis, block), bits, scale_rule)
-    flat = arr.reshape(-1)
-    out = np.empty(flat.size, dtype=np.int16)
-    counts = np.zeros((max(KQ.n_chunks(flat.size), 1), 2), dtype=np.int64)
-    if flat.size:
-        pmax = (1 << (bits - 1)) - 1
-        KQ.quantize_kernel(flat, inner, L, nb, N, np.ascontiguousarray(es.reshape(-1)), pmax,
-                           code, key, rbits, out, counts)
-    exponent = es.reshape(exponent_shape(arr.shape, axis, block))
-    return DFPTensor(out.reshape(arr.shape), exponent, bits, axis=axis, block=block,
-                     saturated=int(counts[:, 0].sum()), underflowed=int(counts[:, 1].sum()))
+    es = block_exponents(arr, axis, block, bits, scale_rule, name)
+    out = np.empty(arr.shape, dtype=np.int16)
+    sat, und = quantize_blocks(arr.reshape(-1), layout_geometry(arr.shape, axis, block), es,
+                               mode, key, rbits, (1 << (bits - 1)) - 1, out.reshape(-1))
+    exponent = es.astype(np.int32).reshape(exponent_shape(arr.shape, axis, block))
+    return DFPTensor._trusted(out, exponent, bits, axis, block, sat, und)
+
+
+def _is_dask(x) -> bool:
+    """A dask array, recognised by duck typing (softfloat never imports dask)."""
+    return (not isinstance(x, np.ndarray) and hasattr(x, "map_blocks") and hasattr(x, "chunks")
+            and hasattr(x, "compute"))
 
 
 def lzc32(v):
@@ -120,22 +204,23 @@ def lzc32(v):
     return 32 - bl
 
 
-def down_convert(t, bits=16, rounding="nearest", *, seed=None, sr_bits=None):
+def down_convert(t, bits=16, mode=None, *, rounding=None, seed=None, sr_bits=None):
     """DFP -> DFP-P: the seed's DFP-32 -> DFP-16 down-conversion, block by block.
 
     R_s = max(0, (33 - P) - LZC32(max|I|)), the right shift that leaves max|I| with P - 1
     magnitude bits (bit length BL = 32 - LZC32; BL - R_s = P - 1 when BL >= P); then
-    i = round(I / 2^R_s) with ``rounding`` and E_s += R_s.  When R_s > 0, max|I| / 2^R_s lies in
-    [2^(P-2), 2^(P-1)) as in quantize, so the rounding can reach 2^(P-1): that value saturates
-    to 2^(P-1) - 1 and is counted in ``saturated``.
+    i = round(I / 2^R_s) in ``mode`` (as in quantize; ``rounding=`` its older name) and
+    E_s += R_s.  When R_s > 0, max|I| / 2^R_s lies in [2^(P-2), 2^(P-1)) as in quantize, so the
+    rounding can reach 2^(P-1): that value saturates to 2^(P-1) - 1 and is counted in
+    ``saturated``.
     For P = 16 this is the seed's R_s = P - LZC when the LZC is counted over the 31 magnitude
     bits below the sign (LZC31 = LZC32 - 1).  No left shift: a block that already fits keeps its
     integers and exponent (R_s = 0).  Stochastic bits: random_bits(key, flat index).
     """
     t = check_dfp(t, "t")
     bits = check_bits(bits)
-    code = parse_rounding(rounding)
-    key, rbits = _sr_args(code, seed, sr_bits)
+    mode = parse_rounding(mode, rounding, "dfp.down_convert")
+    key, rbits = sr_args(mode, seed, sr_bits, "dfp.down_convert")
     m = t.mantissa.astype(np.int64)
     amax = block_absmax(m, t.shape, t.axis, t.block)
     rs = np.maximum(0, (33 - bits) - lzc32(amax))
@@ -144,8 +229,9 @@ def down_convert(t, bits=16, rounding="nearest", *, seed=None, sr_bits=None):
     out = np.empty(flat.size, dtype=np.int16)
     counts = np.zeros((max(KQ.n_chunks(flat.size), 1), 1), dtype=np.int64)
     if flat.size:
-        KQ.shift_kernel(flat, np.ascontiguousarray(shifts.reshape(-1)), (1 << (bits - 1)) - 1,
-                        code, key, rbits, out, counts)
+        kern = KQ.shift_serial if flat.size <= KQ.SERIAL_MAX else KQ.shift_kernel
+        kern(flat, np.ascontiguousarray(shifts.reshape(-1)), (1 << (bits - 1)) - 1, int(mode),
+             key, rbits, out, counts)
     exponent = (t.block_exponents() + rs).reshape(t.exponent.shape)
     return DFPTensor(out.reshape(t.shape), exponent, bits, axis=t.axis, block=t.block,
                      saturated=int(counts[:, 0].sum()))

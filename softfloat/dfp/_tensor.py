@@ -2,35 +2,72 @@
 
 :class:`DFPTensor` holds signed integers (the mantissas) and the shared exponents of one tensor
 in one of three layouts (see softfloat/dfp/__init__.py): per tensor, per slice along an axis, or
-per block of N consecutive elements along an axis.  Pure Python and numpy; no kernels here.
+per block of N consecutive elements along an axis.  Rounding modes are softfloat.Mode values;
+DFP's own names ("nearest", "stochastic", "biased", "floor") are aliases of RNE, SR, RHU, RDN.
+Pure Python and numpy; no kernels here.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from . import _kernels_quant as KQ
+from .._validate import DEFAULT_SR_BITS
+from ..modes import Mode, parse_mode
+from ..rng import seed_key
 
-__all__ = ["DFPTensor", "ROUNDINGS", "parse_rounding", "check_bits", "check_int"]
+__all__ = ["DFPTensor", "ROUNDINGS", "parse_rounding", "sr_args", "check_bits", "check_int"]
 
-#: Accepted rounding names (and aliases) -> kernel codes.
-ROUNDINGS = {
-    "nearest": KQ.NEAREST, "rne": KQ.NEAREST, "nearest_even": KQ.NEAREST,
-    "stochastic": KQ.STOCHASTIC, "sr": KQ.STOCHASTIC,
-    "biased": KQ.BIASED, "half_up": KQ.BIASED, "round_half_up": KQ.BIASED,
-    "floor": KQ.FLOOR, "arithmetic_shift": KQ.FLOOR,
-}
-_CANONICAL = ("nearest", "stochastic", "biased", "floor")
+#: DFP's rounding names (docs/dfp16.md) and the softfloat.Mode each is an alias of.  Every Mode
+#: is accepted (as a Mode, its short name or any alias softfloat.parse_mode knows); DFP adds
+#: "arithmetic_shift" for RDN.
+ROUNDINGS = {"nearest": Mode.RNE, "stochastic": Mode.SR, "biased": Mode.RHU, "floor": Mode.RDN}
+_DFP_ALIASES = {"arithmetic_shift": Mode.RDN}
 
 
-def parse_rounding(rounding) -> int:
-    if isinstance(rounding, str):
-        key = rounding.strip().lower().replace("-", "_").replace(" ", "_")
-        if key in ROUNDINGS:
-            return ROUNDINGS[key]
-    raise ValueError(f"unknown DFP rounding {rounding!r}; accepted: "
-                     f"{', '.join(_CANONICAL)} (aliases: rne, nearest_even, sr, half_up, "
-                     "round_half_up, arithmetic_shift)")
+def parse_rounding(mode=None, rounding=None, func="dfp.quantize") -> Mode:
+    """The softfloat.Mode of ``mode=`` (or of ``rounding=``, its older name; not both).  None for
+    both: RNE."""
+    if mode is not None and rounding is not None:
+        raise ValueError(f"{func}: give the rounding mode once: mode={mode!r} and "
+                         f"rounding={rounding!r} were both given (rounding= is the older name "
+                         "of mode=)")
+    m = rounding if mode is None else mode
+    if m is None:
+        return Mode.RNE
+    if isinstance(m, str):
+        key = m.strip().lower().replace("-", "_").replace(" ", "_")
+        if key in _DFP_ALIASES:
+            return _DFP_ALIASES[key]
+    try:
+        return parse_mode(m)
+    except ValueError:
+        raise ValueError(
+            f"{func}: unknown rounding mode {m!r}; accepted: a softfloat.Mode or its name: rne "
+            "(alias nearest), sr (stochastic), rhu (biased, round half up), rdn (floor, "
+            "arithmetic_shift), rna, rtz, rup, rto, or any alias softfloat.parse_mode "
+            "accepts") from None
+
+
+def sr_args(mode: Mode, seed, sr_bits, func="dfp.quantize"):
+    """(key, rbits) for the kernels.  The seed rule shared by all of softfloat: a seed (or
+    sr_bits) given with a deterministic mode is an error; mode SR needs a seed."""
+    if mode != Mode.SR:
+        if seed is not None:
+            raise ValueError(f"{func}: seed={seed!r} was given with the deterministic rounding "
+                             f"mode {mode.short!r}; the seed is only used by mode 'sr' "
+                             "(stochastic rounding): drop it, or pass mode='sr'")
+        if sr_bits is not None:
+            raise ValueError(f"{func}: sr_bits is only used by mode 'sr' (stochastic "
+                             f"rounding), not by mode {mode.short!r}")
+        return np.uint64(0), 1
+    if seed is None:
+        raise ValueError(f"{func}: mode 'sr' (stochastic rounding) needs seed=<int>: the random "
+                         "bits of element i are a function of (seed, i), so results are "
+                         "reproducible")
+    rbits = DEFAULT_SR_BITS if sr_bits is None else check_int(sr_bits, "sr_bits", 1, 62)
+    return seed_key(seed), rbits
 
 
 def check_int(value, name, lo, hi):
@@ -70,11 +107,11 @@ def layout_geometry(shape, axis, block):
     """(outer, L, inner, N, nb) of a layout: the tensor seen as (outer, L, inner) with the shared
     axis in the middle, blocks of N elements along it, nb = ceil(L / N) blocks (nb >= 1)."""
     if axis is None:
-        size = int(np.prod(shape, dtype=np.int64))
+        size = math.prod(shape)
         return 1, size, 1, max(size, 1), 1
     L = int(shape[axis])
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    outer = math.prod(shape[:axis])
+    inner = math.prod(shape[axis + 1:])
     N = L if block is None else block
     N = max(N, 1)
     nb = max(-(-L // N), 1)
@@ -130,7 +167,8 @@ class DFPTensor:
     underflowed : int, how many nonzero inputs became 0 when this tensor was made
     """
 
-    __slots__ = ("mantissa", "exponent", "bits", "axis", "block", "saturated", "underflowed")
+    __slots__ = ("mantissa", "exponent", "bits", "axis", "block", "saturated", "underflowed",
+                 "_lazy")
 
     def __init__(self, mantissa, exponent, bits=16, *, axis=None, block=None, saturated=0,
                  underflowed=0):
@@ -164,6 +202,41 @@ class DFPTensor:
         self.block = block
         self.saturated = int(saturated)
         self.underflowed = int(underflowed)
+        self._lazy = None
+
+    @classmethod
+    def _trusted(cls, mantissa, exponent, bits, axis, block, saturated=0, underflowed=0):
+        """A tensor made by this package's own kernels, whose arrays are valid by construction
+        (C-contiguous int16/int32 mantissa in range, int32 exponent of the layout's shape,
+        normalized axis and block): the checks of __init__ are skipped, which matters for the
+        small tensors of a training step (quantize is called twice per GEMM)."""
+        t = object.__new__(cls)
+        t.mantissa = mantissa
+        t.exponent = exponent
+        t.bits = bits
+        t.axis = axis
+        t.block = block
+        t.saturated = saturated
+        t.underflowed = underflowed
+        t._lazy = None
+        return t
+
+    # ----- lazy (dask) tensors ------------------------------------------------------------
+    @property
+    def lazy(self) -> bool:
+        """True for the result of dfp.quantize on a dask array: ``mantissa`` is a dask array and
+        ``saturated`` / ``underflowed`` are 0-d dask arrays (``exponent`` is always numpy)."""
+        return self._lazy is not None
+
+    def compute(self) -> DFPTensor:
+        """The numpy-backed tensor: a lazy tensor's integers and counts computed together (every
+        chunk rounded once); a numpy-backed tensor returns itself."""
+        if self._lazy is None:
+            return self
+        rec = np.asarray(self._lazy.compute())
+        return DFPTensor._trusted(np.ascontiguousarray(rec["m"]), self.exponent, self.bits,
+                                  self.axis, self.block, int(rec["s"].sum()),
+                                  int(rec["u"].sum()))
 
     # ----- shape and layout ---------------------------------------------------------------
     @property
@@ -193,7 +266,7 @@ class DFPTensor:
 
     # ----- values -------------------------------------------------------------------------
     def dequantize(self, dtype=np.float64) -> np.ndarray:
-        """The values mantissa * 2^exponent.
+        """The values mantissa * 2^exponent (a lazy dask array for a lazy tensor).
 
         float64 (default): exact for every exponent float64 can scale to without underflow or
         overflow (all tensors quantized from float32, and their DFP-32 products).  float32:
@@ -201,12 +274,18 @@ class DFPTensor:
         """
         if dtype not in (np.float64, np.float32, "float64", "float32"):
             raise ValueError(f"dequantize dtype must be float64 or float32, got {dtype!r}")
+        if self._lazy is not None:
+            return self.mantissa.map_blocks(_dequantize_chunk, self.exponent, self.axis,
+                                            self.block, np.dtype(dtype), dtype=np.dtype(dtype))
         v = np.ldexp(self.mantissa.astype(np.float64), self.expanded_exponent().astype(np.int32))
         return v.astype(np.dtype(dtype))
 
     def __repr__(self):
         lay = "per-tensor" if self.axis is None else (
             f"axis={self.axis}" + ("" if self.block is None else f", block={self.block}"))
+        if self._lazy is not None:
+            return (f"DFPTensor(shape={self.shape}, bits={self.bits}, {lay}, "
+                    f"exponent range={self._erange()}, lazy: {self.mantissa!r})")
         return (f"DFPTensor(shape={self.shape}, bits={self.bits}, {lay}, "
                 f"exponent range={self._erange()}, saturated={self.saturated}, "
                 f"underflowed={self.underflowed})")
@@ -225,4 +304,29 @@ def check_dfp(t, name):
     if not isinstance(t, DFPTensor):
         raise TypeError(f"{name} must be a softfloat.dfp.DFPTensor (make one with "
                         f"dfp.quantize(x, bits=16)), got {type(t).__name__}")
+    if t._lazy is not None:
+        raise TypeError(f"{name} is a lazy DFPTensor (dfp.quantize of a dask array): call "
+                        f"{name}.compute() first")
     return t
+
+
+def chunk_exponents(exponent, loc, axis, block):
+    """The part of a tensor's exponent array (its public shape) that covers the chunk at
+    ``loc`` ((start, stop) per axis; along a blocked axis the chunk starts on a block)."""
+    if axis is None:
+        return exponent
+    sl = []
+    for d, (a, b) in enumerate(loc):
+        if d != axis:
+            sl.append(slice(a, b))
+        elif block is None:
+            sl.append(slice(None))
+        else:
+            sl.append(slice(a // block, -(-b // block)))
+    return exponent[tuple(sl)]
+
+
+def _dequantize_chunk(m, exponent, axis, block, dtype, block_info=None):
+    """mantissa * 2^exponent for one chunk of a lazy tensor (exponent: the whole tensor's)."""
+    e = chunk_exponents(exponent, block_info[0]["array-location"], axis, block)
+    return DFPTensor._trusted(np.asarray(m), np.asarray(e), 16, axis, block).dequantize(dtype)

@@ -5,8 +5,11 @@ fraction bits ``F`` kept at alignment, output rounding and fraction bits, input 
 formats), the preset table ``PRESETS`` keyed by (device, input format, accumulator format),
 :func:`get_model` and :func:`list_models`.
 
-A model is data only; the kernels that evaluate it live in ``_kernels.py`` and ``_exact.py``.
-Imports the standard library and softfloat.formats only (no numba, no kernels).
+The output rounding is a softfloat.Mode (RTZ or RNE, the two the hardware shows); the names
+"rz" and "rne" (and every alias softfloat.parse_mode accepts) are accepted.
+A model is data only; the kernels that evaluate it live in ``_tile.py``, ``_certify.py`` and
+``_superacc.py``.  Imports the standard library and softfloat.formats / modes only (no numba,
+no kernels).
 """
 
 from __future__ import annotations
@@ -14,13 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..formats import Format, get_format
+from ..modes import Mode, parse_mode
 
 __all__ = ["TCModel", "PRESETS", "DEVICES", "UNRESOLVED", "get_model", "list_models",
            "IDEAL_INPUTS"]
 
 #: Output roundings a model may use: the two the hardware shows (RZ for fp32 output, RNE for
 #: fp16 output; spec section 3).
-OUT_ROUNDINGS = ("rz", "rne")
+OUT_ROUNDINGS = (Mode.RTZ, Mode.RNE)
 
 #: Largest significand product that is still exact in a float64 (53 bits): two inputs of
 #: precision p give at most 2p bits, so p <= 26.
@@ -40,8 +44,8 @@ class TCModel:
     frac_bits : int or None
         F, the fraction bits kept below the largest alignment exponent; every aligned addend is
         truncated toward zero at F bits.  None: no truncation (exact alignment).
-    out_round : "rz" or "rne"
-        Rounding of the block result into the accumulator format.
+    out_round : softfloat.Mode RTZ or RNE (or a name: "rz", "rtz", "rne", ...)
+        Rounding of the block result into the accumulator format; stored as the Mode.
     in_format, acc_format : Format or preset name
         Input format of A and B, and format of C, D and of the running accumulator.
     out_frac : int or None
@@ -52,7 +56,7 @@ class TCModel:
     name: str
     block: int | None
     frac_bits: int | None
-    out_round: str
+    out_round: Mode
     in_format: Format
     acc_format: Format
     out_frac: int | None = None
@@ -69,9 +73,12 @@ class TCModel:
             raise ValueError(f"TCModel block must be >= 1 or None, got {self.block}")
         if self.frac_bits is not None and not 0 <= self.frac_bits <= 50:
             raise ValueError(f"TCModel frac_bits must be in 0..50 or None, got {self.frac_bits}")
-        rnd = str(self.out_round).lower()
+        try:
+            rnd = parse_mode(self.out_round)
+        except ValueError:
+            rnd = None
         if rnd not in OUT_ROUNDINGS:
-            raise ValueError(f"TCModel out_round must be one of {OUT_ROUNDINGS}, "
+            raise ValueError(f"TCModel out_round must be Mode.RTZ ('rz') or Mode.RNE ('rne'), "
                              f"got {self.out_round!r}")
         object.__setattr__(self, "out_round", rnd)
         if self.out_frac is None:
@@ -96,15 +103,25 @@ class TCModel:
                                  "(block + 1) * 2^(frac_bits + 2) <= 2^53")
 
     @property
+    def rne(self) -> bool:
+        """True for RNE output rounding, False for RTZ."""
+        return self.out_round == Mode.RNE
+
+    @property
     def is_exact(self) -> bool:
         """True when no alignment truncation happens (frac_bits None)."""
         return self.frac_bits is None
+
+    def __repr__(self):
+        return (f"TCModel(name={self.name!r}, block={self.block}, frac_bits={self.frac_bits}, "
+                f"out_round=Mode.{self.out_round.name}, in_format={self.in_format.name!r}, "
+                f"acc_format={self.acc_format.name!r}, out_frac={self.out_frac})")
 
     def describe(self) -> str:
         k = "inf" if self.block is None else str(self.block)
         f = "inf" if self.frac_bits is None else str(self.frac_bits)
         return (f"{self.name}: {self.in_format.name} -> {self.acc_format.name}, K={k}, F={f}, "
-                f"{self.out_round.upper()} to {self.out_frac} fraction bits")
+                f"{self.out_round.short.upper()} to {self.out_frac} fraction bits")
 
 
 # ----- presets (spec section 3) -------------------------------------------------------------
@@ -179,10 +196,16 @@ def get_model(name, in_format="fp16", acc_format=None) -> TCModel:
     """
     if isinstance(name, TCModel):
         return name
+    key = (name, in_format, acc_format)
+    memo = all(x is None or isinstance(x, (str, Format)) for x in key)
+    hit = _FOUND.get(key) if memo else None
+    if hit is not None:
+        return hit
     dev = _device(name)
     if acc_format is None:
         acc_format = "fp16" if dev == "ideal-fp16" else "fp32"
-    i, a = get_format(in_format).name, get_format(acc_format).name
+    fin, facc = get_format(in_format), get_format(acc_format)
+    i, a = fin.name, facc.name
     if (dev, i, a) in UNRESOLVED:
         raise ValueError(f"model {dev} with {i} inputs and {a} accumulation is unresolved: "
                          f"{UNRESOLVED[(dev, i, a)]}; build a custom TCModel to experiment")
@@ -190,7 +213,18 @@ def get_model(name, in_format="fp16", acc_format=None) -> TCModel:
         ok = ", ".join(f"{ii}->{aa}" for (d, ii, aa) in PRESETS if d == dev)
         raise ValueError(f"model {dev} has no {i} -> {a} mode; supported (inputs -> "
                          f"accumulator): {ok}")
-    return PRESETS[(dev, i, a)]
+    model = PRESETS[(dev, i, a)]
+    if (fin, facc) != (model.in_format, model.acc_format):
+        raise ValueError(f"model {dev}: the formats given ({fin!r}, {facc!r}) carry preset names "
+                         "but differ from the presets; build a custom TCModel for them")
+    if memo and len(_FOUND) < 1024:
+        _FOUND[key] = model
+    return model
+
+
+#: get_model's answers (a call per GEMM: the lookup costs ~1-2 us, the resolution ~20 us), keyed
+#: by the arguments' values (names, Format records), bounded.
+_FOUND: dict = {}
 
 
 def list_models() -> dict[str, list[tuple[str, str]]]:

@@ -1,0 +1,281 @@
+"""Per-element functions of the vectorised arithmetic on float32 operands (branch-free, inlined
+into the loops of softfloat._kernels_arith_f32, where LLVM vectorises them).
+
+What they compute.  Every emulated operation rounds its exact result x once (softfloat._arith).
+For float32 operands x is never needed in full: a proxy that rounds like x is enough.
+
+* ``value64(op, x, y, z, rdn)`` -> (v, kind): v = RO53(x), x rounded to odd at 53 bits, as a
+  float64, from float64 arithmetic on the widened operands (the same constructions as the scalar
+  ops, see softfloat._arith; here every intermediate is exact for ALL float32 operands, see the
+  proofs at each op), and the element's kind (below).
+* ``lean32(op, a, b, c, rdn)`` -> (pattern, kind): the float32 pattern of RO24(x), x rounded to
+  odd at 24 bits (the float32 grid), computed in float32 arithmetic wherever its error terms are
+  provably exact, and kind SCALAR where they might not be.  Twice the SIMD lanes of value64.
+* ``ro_grid32(v)``: RO53(x) -> RO24(x) (round to odd composes: RO24(RO53(x)) = RO24(x), since
+  a 24-bit odd rounding lies strictly between the same 24-bit neighbours).
+* ``normal64(v, ...)``: round_value(v) when v's exponent lies in the format's normal range.
+
+Why the proxies are enough (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
+proved algorithms using rounding to odd", IEEE TC 2008): rounding RO_k(x) to p <= k - 2 bits
+gives the result of rounding x, in every deterministic mode, with the same inexact, underflow
+and overflow flags (the subnormal grid of a format is a coarser grid still).  So RO24 serves
+formats with p <= 22 (fp16, bf16, tf32, the fp8 formats) and RO53 every p <= 51.  Stochastic
+rounding with r bits reads the first p + r bits: RO53 agrees with x on 52 (p + r + 2 <= 53 is
+enforced by the API), RO24 on too few, so stochastic rounding uses RO53.
+
+Kinds (what the loops do with the element): OK (round the proxy), SCALAR (hand the element to
+the scalar op, which ends in round_value: float32 overflow, error terms not provably exact),
+NAN (a NaN operand: quiet NaN, as softfloat._arith._nan_result(fp, 0)), INVALID (an invalid
+operation: inf - inf, 0 * inf, 0/0, inf/inf, sqrt(x < 0): _nan_result(fp, INVALID)), DIVBYZERO
+(x / 0 for finite nonzero x: _divbyzero_result).  Infinite results of infinite operands are OK:
+the rounding of an infinity is round_value's business.
+
+Imports numpy, numba and softfloat's _arith, _intrinsics (the intrinsic layer), _primitives and
+_roundpack only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB
+from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sub32
+from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_ABS, F64_FRAC_BITS,
+                          F64_SIGN, U64_0, U64_1, fold_odd_nb, two_sum_err)
+from ._roundpack import RDN, RHU, RNA, RNE, RTO, RUP, SR
+
+# Element kinds, the loops' uint8 marks (typed uint8 so that selecting among them stays one byte
+# wide in the SIMD lanes).
+OK, SCALAR, NAN, INVALID_OP, DIV_BY_ZERO = (np.uint8(k) for k in range(5))
+
+_U32_0 = np.uint32(0)
+_U32_1 = np.uint32(1)
+_F32_0 = np.float32(0.0)
+# float32 patterns (biased exponent << 23): 2^-126 (1 << 23, the smallest normal), 2^-100
+# (27 << 23) and 2^127 (254 << 23); the widths of the unsigned pattern ranges [2^-126, Inf) and
+# [2^-100, Inf), for the one-compare range tests lt32(pattern - lo, width).
+_P_NORM = F32_HIDDEN                   # the pattern of 2^-126 is the hidden bit, 1 << 23
+_P_2M100 = np.uint32(27 << 23)
+_P_2P127 = np.uint32(254 << 23)
+_W_NORM = np.uint32(0x7F800000 - (1 << 23))
+_W_2M100 = np.uint32(0x7F800000 - (27 << 23))
+
+
+# ----- float64: RO53 of the exact result, for any float32 operands ------------------------------
+
+@njit(cache=True, inline="always")
+def _sum_ro(x, y, rdn):
+    """RO53(x + y) for float64 x, y whose float64 sum cannot overflow (widened float32 values
+    and their exact products: |x + y| < 2^257); an exact zero sum gets IEEE's sign: the float64
+    sum's (+0 unless both are -0) except in RDN, -0 unless both are +0.  Infinite or NaN sums
+    are returned as they are.  TwoSum is exact here: no overflow, and sums never underflow."""
+    s = x + y
+    v = fold_odd_nb(s, two_sum_err(x, y, s))
+    zr = np.uint64((np.float64(x).view(np.uint64) | np.float64(y).view(np.uint64))
+                   & F64_SIGN).view(np.float64)
+    v = zr if (rdn & (s == 0.0)) else v
+    return v if np.isfinite(s) else s
+
+
+@njit(cache=True, inline="always")
+def value64(op, x, y, z, rdn):
+    """(RO53 of the exact result, kind) for float64 x, y, z holding float32 values (z: fma)."""
+    nan_op = np.isnan(x) | np.isnan(y)
+    dbz = False
+    if op == ADD or op == SUB:
+        v = _sum_ro(x, -y if op == SUB else y, rdn)
+    elif op == MUL:
+        v = x * y                     # exact: 24 + 24 <= 53 bits, |x y| in [2^-298, 2^256]
+    elif op == DIV:
+        # q = RN(x/y) is a normal float64 (|x/y| in [2^-277, 2^277]).  r = x - q y is exact and
+        # fma gives it: q y is a multiple of g = ulp(q) ulp(y) >= 2^(-277-52-149), and so is x
+        # (g <= 2^(e_x - 51) <= ulp(x), ulp(y) being at most 2^-23 |y| or 2^-149), and |r| =
+        # |y| |x/y - q| <= |y| ulp(q)/2 < 2^23 g: at most 23 significant bits.  x/y - q = r / y:
+        # its sign is sign(r) sign(y).
+        q = x / y
+        r = fma(-q, y, x)
+        f = fold_odd_nb(q, -r if y < 0.0 else r)
+        v = f if (np.isfinite(q) & (q != 0.0)) else q
+        dbz = (y == 0.0) & (x != 0.0) & np.isfinite(x)
+    elif op == SQRT:
+        # s = RN(sqrt(x)) is normal (x >= 2^-149: s >= 2^-74.5); r = x - s^2 is a multiple of
+        # ulp(s)^2 (x too: x is a multiple of ulp(x) >= ulp(s)^2) with |r| = |sqrt(x) - s|
+        # (sqrt(x) + s) < ulp(s)/2 * 2^(e_s + 2), i.e. below 2^53 ulp(s)^2: exact, fma gives it;
+        # sign(r) = sign(sqrt(x) - s).
+        s = np.sqrt(x)
+        f = fold_odd_nb(s, fma(-s, s, x))
+        v = f if (np.isfinite(s) & (s > 0.0)) else s
+        nan_op = np.isnan(x)
+    else:
+        v = _sum_ro(x * y, z, rdn)    # x * y exact as for MUL
+        nan_op = nan_op | np.isnan(z)
+    kind = (NAN if nan_op else INVALID_OP) if np.isnan(v) else (DIV_BY_ZERO if dbz else OK)
+    return v, kind
+
+
+@njit(cache=True, inline="always")
+def ro_grid32(v):
+    """(pattern, overflow): RO24 of v onto the float32 grid, subnormals included, from c =
+    RN(v) and the exact difference v - c (both float64: exact); Inf and NaN keep their pattern;
+    overflow is True when a finite v rounds to Inf (|v| >= 2^128 (1 - 2^-25))."""
+    c = np.float32(v)
+    cb = np.float32(c).view(np.uint32)
+    return _fold32(cb, v - np.float64(c)), ge32(and32(cb, F32_ABS), F32_INF) & np.isfinite(v)
+
+
+# ----- float32: RO24 of the exact result where the float32 error terms are exact ----------------
+
+@njit(cache=True, inline="always")
+def _fold32(hb, t):
+    """RO24 pattern of h + t from h = RN(h + t) (pattern hb; a normal float32, or any value with
+    t == 0) and the exact error t (float32 or float64): t == 0 keeps hb; otherwise the odd one of
+    h and its neighbour on t's side, (hb - 1) | 1 when t points toward zero (h odd: h; h even:
+    the neighbour below, across a binade boundary too), hb | 1 when away (h odd: h; even: the
+    neighbour above).  A zero h (t != 0) becomes the signed smallest subnormal.  Non-finite h
+    (pattern >= Inf) is returned unchanged."""
+    tz = t != 0.0
+    tneg = t < 0.0
+    opp = tneg != ne32(and32(hb, F32_SIGN), _U32_0)
+    f = or32(sub32(hb, _U32_1 if (tz & opp) else _U32_0), _U32_1 if tz else _U32_0)
+    return hb if ge32(and32(hb, F32_ABS), F32_INF) else f
+
+
+@njit(cache=True, inline="always")
+def lean32(op, a, b, c, rdn):
+    """(pattern, kind) for float32 operands: RO24 of the exact result (kind OK), or the kind of
+    an element the float32 arithmetic does not settle (pattern then meaningless)."""
+    nan_op = np.isnan(a) | np.isnan(b)
+    fin_op = np.isfinite(a) & np.isfinite(b)
+    if op == ADD or op == SUB:
+        # TwoSum in float32: exact error t for any finite a, b unless an operation overflows,
+        # which |s| < 2^127 excludes (|s - a| <= |b| + ulp(s)/2 then stays below FLT_MAX).
+        bb = -b if op == SUB else b
+        s = a + bb
+        t = two_sum_err(a, bb, s)          # float32 in, float32 arithmetic
+        sb = np.float32(s).view(np.uint32)
+        v = _fold32(sb, t)
+        if rdn:
+            zr = and32(or32(np.float32(a).view(np.uint32), np.float32(bb).view(np.uint32)),
+                       F32_SIGN)
+            v = zr if s == _F32_0 else v
+        sm = and32(sb, F32_ABS)
+        kind = OK if lt32(sm, _P_2P127) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(s) else
+            (SCALAR if (fin_op | lt32(sm, F32_INF)) else OK))
+    elif op == MUL:
+        # e = a b - p exactly (fma) when p = RN(a b) is at least 2^-100: then a b > 2^-101 and
+        # the product's ulps, 2^(k_a + k_b) (k: the exponent of an operand's last bit), satisfy
+        # k_a + k_b + 48 > -101, i.e. k_a + k_b >= -149; e is a multiple of 2^(k_a + k_b) below
+        # ulp(p)/2 <= 2^(k_a + k_b + 24): a float32.  Zero operands give an exact signed zero.
+        p = a * b
+        e = fma(a, b, -p)
+        pb = np.float32(p).view(np.uint32)
+        pm = and32(pb, F32_ABS)
+        v = _fold32(pb, e)
+        zero_op = (a == _F32_0) | (b == _F32_0)
+        exact0 = zero_op & (p == _F32_0)
+        kind = OK if (lt32(sub32(pm, _P_2M100), _W_2M100) | exact0) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(p) else
+            (SCALAR if fin_op else OK))
+    elif op == DIV:
+        # r = a - q b exactly (fma) when q = RN(a/b) is normal and |a| >= 2^-100.  With e_x the
+        # exponent of x: q b is a multiple of g = ulp(q) ulp(b); so is a (normal b: e_q + e_b <=
+        # e_a + 1 gives g <= 2^(e_a - 45); subnormal b, ulp(b) = 2^-149: b = 2^-149 makes q
+        # exact, else e_b >= -148 and e_q <= e_a - e_b + 1 give g <= 2^(e_a - 23) = ulp(a));
+        # |r| = |b| |a/b - q| <= |b| ulp(q)/2 < 2^23 g; and g >= 2^-149 (normal b: |a/b| >
+        # 2^(e_a - e_b - 1) gives e_q + e_b >= e_a - 1 >= -101; subnormal b: q > 2^26).  So r is
+        # a float32.  a/b - q = r / b: its sign is sign(r) sign(b).
+        q = a / b
+        r = fma(-q, b, a)
+        r = -r if b < _F32_0 else r
+        qb = np.float32(q).view(np.uint32)
+        qm = and32(qb, F32_ABS)
+        am = and32(np.float32(a).view(np.uint32), F32_ABS)
+        norm = lt32(sub32(qm, _P_NORM), _W_NORM) & ge32(am, _P_2M100)
+        v = _fold32(qb, r) if norm else qb
+        a_inf = np.isinf(a)
+        # q = +-0 exactly for 0 / b and a / inf; q = +-inf exactly for inf / b.
+        exact0 = (q == _F32_0) & ((a == _F32_0) | np.isinf(b))
+        kind = OK if (norm | exact0) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(q) else
+            (OK if (np.isinf(q) & a_inf) else
+             (DIV_BY_ZERO if ((b == _F32_0) & np.isfinite(a)) else SCALAR)))
+    elif op == SQRT:
+        # r = a - s^2 exactly (fma) when a >= 2^-100: a multiple of ulp(s)^2 >= 2^-146, below
+        # 2^24 ulp(s)^2 in magnitude (see value64).  sqrt(+-0) = +-0, sqrt(+inf) = +inf exact.
+        s = np.sqrt(a)
+        r = fma(-s, s, a)
+        ab = np.float32(a).view(np.uint32)
+        norm = lt32(sub32(ab, _P_2M100), _W_2M100)
+        v = _fold32(np.float32(s).view(np.uint32), r) if norm else \
+            np.float32(s).view(np.uint32)
+        kind = OK if (norm | (and32(ab, F32_ABS) == _U32_0) | (ab == F32_INF)) else (
+            (NAN if np.isnan(a) else INVALID_OP) if np.isnan(s) else SCALAR)
+    else:
+        # fma: the float64 route (a b is exact in float64, float32 arithmetic has no room).
+        vv, kind = value64(FMA, np.float64(a), np.float64(b), np.float64(c), rdn)
+        v, ovf = ro_grid32(vv)
+        kind = SCALAR if (ovf & (kind == OK)) else kind
+    return v, kind
+
+
+# ----- float64 pattern rounding in the normal range (stochastic rounding, p > 22) -----------------
+
+@njit(cache=True)
+def normal64_consts(fp, mode, rbits):
+    """Constants of normal64 for the format fp, the mode and the SR bit count r:
+    (d, keep, c0, c1, cpos, cneg, rtobit, elo, ehi, s1, s2); see normal64."""
+    d = np.uint64(52 - fp.man_bits)
+    low = (U64_1 << d) - U64_1
+    half = U64_1 << (d - U64_1)
+    c0 = U64_0
+    c1 = U64_0
+    cpos = U64_0
+    cneg = U64_0
+    if mode == RNE:
+        c0 = half - U64_1
+        c1 = U64_1
+    elif mode == RNA:
+        c0 = half
+    elif mode == RHU:
+        c0 = half - U64_1                 # ties toward +inf: half for positives (cpos = 1),
+        cpos = U64_1                      # half - 1 (ties truncate) for negatives
+    elif mode == RUP:
+        cpos = low
+    elif mode == RDN:
+        cneg = low
+    rtobit = (U64_1 << d) if mode == RTO else U64_0
+    r = np.uint64(rbits if mode == SR else 1)
+    return (d, ~low, c0, c1, cpos, cneg, rtobit, np.int64(fp.emin + 1023),
+            np.int64(fp.emax + 1023), np.uint64(64) - r, d - r)
+
+
+@njit(cache=True, inline="always")
+def normal64(v, C, is_sr, u):
+    """(float32 pattern, inexact, in_range) of round_value(v, 0, ...) for a float64 v whose
+    binary exponent E lies in [emin, emax) -- no underflow (|v| >= 2^emin), no overflow (the
+    result is at most 2^(E+1) <= 2^emax <= max) -- or v == +-0 (in_range); not computed for
+    other v.  There rounding to p bits is rounding v's 64-bit pattern at bit d = 52 - m: add an
+    increment to the magnitude's pattern and clear the d low bits (a carry out of the fraction
+    bumps the exponent field: 1.11..1 + ulp = 10.0).  Increments, half = 2^(d-1), low = 2^d - 1:
+      RNE half - 1 + (last kept bit); RNA half; RTZ 0; RUP low if v > 0; RDN low if v < 0;
+      RTO none, then OR the last kept bit with "remainder != 0"; RHU half if v > 0, half - 1 if
+      v < 0; SR with r random bits (r < d: r <= 51 - p = 50 - m): (u >> (64 - r)) << (d - r).
+    SR proof: round_value rounds up iff floor(rem / 2^(d-r)) + A >= 2^r, A = u >> (64 - r);
+    writing rem = hi 2^(d-r) + lo (lo < 2^(d-r)), rem + A 2^(d-r) = (hi + A) 2^(d-r) + lo
+    reaches 2^d iff hi + A >= 2^r: the same decision.  The rounded value is on a float32
+    carrier's grid and normal in float32: its float32 conversion is exact."""
+    (d, keep, c0, c1, cpos, cneg, rtobit, elo, ehi, s1, s2) = C
+    bits = np.float64(v).view(np.uint64)
+    mag = bits & F64_ABS
+    E = np.int64(mag >> F64_FRAC_BITS)
+    rem = mag & ~keep
+    if is_sr:
+        inc = (u >> s1) << s2
+    else:
+        inc = c0 + (((mag >> d) & U64_1) * c1) + (cneg if bits != mag else cpos)
+    r = ((mag + inc) & keep) | (rtobit if rem != U64_0 else U64_0)
+    pat = np.float32(np.uint64((bits ^ mag) | r).view(np.float64)).view(np.uint32)
+    in_range = ((E >= elo) & (E < ehi)) | (mag == U64_0)
+    return pat, rem != U64_0, in_range

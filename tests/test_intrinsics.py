@@ -1,0 +1,175 @@
+"""softfloat._intrinsics: the 32-bit intrinsics behave as uint32 arithmetic (wrapping, unsigned
+comparisons, selects, truncation), checked against numpy's own uint32 operations; fma rounds
+once, checked against exact rational arithmetic."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from numba import njit
+
+from softfloat._intrinsics import (LANES, ROWS, absmax16, add32, and32, fma, ge32, gt32, lo32, lt32, ne32, or32,
+                                   sel32, shl32, shr32, sload, srow0, srow1, srow2, srow3,
+                                   vacc_add, vacc_float, vand_bits, vbits_rsub, vimax_bits, vload,
+                                   vmax, vrint, vstore, vterm, vtrunc, xor32)
+
+_EXP = np.int64(0x7FF0000000000000)        # the float64 exponent field
+
+
+@njit(cache=False)
+def _apply(a, b, s, w, out, cmp):
+    for i in range(a.size):
+        out[0, i] = add32(a[i], b[i])
+        out[1, i] = and32(a[i], b[i])
+        out[2, i] = or32(a[i], b[i])
+        out[3, i] = xor32(a[i], b[i])
+        out[4, i] = shr32(a[i], s[i])
+        out[5, i] = shl32(a[i], s[i])
+        out[6, i] = sel32(lt32(a[i], b[i]), a[i], b[i])
+        out[7, i] = lo32(w[i])
+        cmp[0, i] = lt32(a[i], b[i])
+        cmp[1, i] = ge32(a[i], b[i])
+        cmp[2, i] = gt32(a[i], b[i])
+        cmp[3, i] = ne32(a[i], b[i])
+
+
+def test_int32_intrinsics_match_uint32_arithmetic():
+    rng = np.random.default_rng(3)
+    n = 4096
+    a = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    a[:4] = [0, 0xFFFFFFFF, 0x80000000, 0x7FFFFFFF]
+    b[:4] = [0xFFFFFFFF, 1, 0x80000000, 0x80000000]
+    s = rng.integers(0, 32, n).astype(np.uint32)
+    w = rng.integers(0, 1 << 63, n, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    out = np.empty((8, n), np.uint32)
+    cmp = np.empty((4, n), np.bool_)
+    _apply(a, b, s, w, out, cmp)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(out[0], a + b)            # wraps modulo 2^32
+    assert np.array_equal(out[1], a & b)
+    assert np.array_equal(out[2], a | b)
+    assert np.array_equal(out[3], a ^ b)
+    assert np.array_equal(out[4], a >> s)
+    assert np.array_equal(out[5], (a.astype(np.uint64) << s) & np.uint64(0xFFFFFFFF))
+    assert np.array_equal(out[6], np.minimum(a, b))
+    assert np.array_equal(out[7], (w & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+    assert np.array_equal(cmp[0], a < b) and np.array_equal(cmp[1], a >= b)
+    assert np.array_equal(cmp[2], a > b) and np.array_equal(cmp[3], a != b)
+
+
+@njit(cache=False)
+def _vectors(x, y, codes, out, acc, rows):
+    a = vload(x, 0)
+    b = vload(y, 0)
+    vstore(out, 0, vtrunc(a))
+    vstore(out, LANES, vrint(a))
+    vstore(out, 2 * LANES, vmax(a, b))
+    vstore(out, 3 * LANES, vand_bits(a, _EXP))
+    vstore(out, 4 * LANES, vbits_rsub(np.int64(2046 << 52), vand_bits(b, _EXP)))
+    vstore(out, 5 * LANES, vimax_bits(a, b))
+    vstore(acc, 0, vacc_float(vacc_add(vterm(a), vterm(b))))
+    for r in range(4):
+        vstore(rows, r * LANES, _row(codes, r))
+
+
+@njit(cache=False)
+def _row(codes, r):
+    s = sload(codes, 0)
+    if r == 0:
+        return srow0(s)
+    if r == 1:
+        return srow1(s)
+    if r == 2:
+        return srow2(s)
+    return srow3(s)
+
+
+def test_vector_intrinsics_are_the_lane_operations():
+    """The tile kernel's vector intrinsics (softfloat._intrinsics, shapes of this machine's
+    instruction set) against numpy, lane by lane: truncation and round-to-even, maximum, the
+    exponent-field mask, the inverse power from the bits, the larger bit pattern, the exact
+    integer accumulators (int64 or float64 lanes: a sum of negative zeros reads +0), and the
+    int16 codes of a tile row as powers of two."""
+    rng = np.random.default_rng(5)
+    x = np.round(rng.standard_normal(LANES) * 2 ** 20, 1)
+    x[0], x[1] = -0.3, 2.5                      # truncates to -0; a tie to even
+    y = rng.standard_normal(LANES) * 2.0 ** rng.integers(-40, 40, LANES)
+    y[0] = -0.7
+    codes = (16 * rng.integers(1023 - 200, 1023 + 200, ROWS * LANES)).astype(np.int16)
+    out, acc, rows = np.empty(6 * LANES), np.empty(LANES), np.empty(ROWS * LANES)
+    _vectors(x, y, codes, out, acc, rows)
+    o = out.reshape(6, LANES)
+    assert np.array_equal(o[0], np.trunc(x)) and np.signbit(o[0][0])
+    assert np.array_equal(o[1], np.rint(x)) and o[1][1] == 2.0
+    assert np.array_equal(o[2], np.maximum(x, y))
+    assert np.array_equal(o[3], np.exp2(np.floor(np.log2(np.abs(x)))))
+    assert np.array_equal(o[4], np.exp2(-np.floor(np.log2(np.abs(y)))))
+    assert np.array_equal(o[5], np.where(x.view(np.int64) > y.view(np.int64), x, y))
+    want = np.trunc(x) + np.trunc(y) + 0.0
+    assert np.array_equal(acc.view(np.int64), want.view(np.int64))    # lane 0: +0, not -0
+    assert acc[0] == 0 and not np.signbit(acc[0])
+    assert np.array_equal(rows, np.exp2(codes.astype(np.int64) // 16 - 1023.0))
+
+
+@njit(cache=False)
+def _fma_all(a, b, c, out):
+    for i in range(a.size):
+        out[i] = fma(a[i], b[i], c[i])
+
+
+def _fma_exact(a, b, c, dtype):
+    """a*b + c computed exactly with Fractions and rounded once (RNE) to dtype."""
+    exact = Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c))
+    # float64 of a Fraction rounds correctly (RNE); for float32 round the exact value directly
+    if dtype == np.float64:
+        return np.float64(exact.numerator / exact.denominator) if exact else np.float64(0.0)
+    lo = np.float32(float(exact))                    # float64 first can double-round: correct it
+    cands = [np.nextafter(lo, np.float32(-np.inf)), lo, np.nextafter(lo, np.float32(np.inf))]
+    dist = [abs(Fraction(float(x)) - exact) for x in cands]
+    best = min(dist)
+    ties = [x for x, d in zip(cands, dist) if d == best]
+    even = [x for x in ties if int(x.view(np.uint32)) % 2 == 0]
+    return (even or ties)[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fma_rounds_once(dtype):
+    """fma(a, b, c) is a*b + c rounded once: products with many significant bits plus an
+    addend that cancels most of them, where a separate multiply and add would differ."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    a = (1 + rng.random(n)).astype(dtype)
+    b = (1 + rng.random(n)).astype(dtype)
+    c = -(a * b)                                     # the rounded product: fma gives the error
+    c[::3] = rng.standard_normal(n)[::3].astype(dtype)
+    out = np.empty(n, dtype)
+    _fma_all(a, b, c, out)
+    want = np.array([_fma_exact(x, y, z, dtype) for x, y, z in zip(a, b, c)], dtype)
+    assert np.array_equal(out.view(np.uint32 if dtype == np.float32 else np.uint64),
+                          want.view(np.uint32 if dtype == np.float32 else np.uint64))
+    # the two-rounding result differs on many of them: the check can fail
+    assert np.count_nonzero(out != a * b + c) > n // 4
+
+
+@njit(cache=False)
+def _absmax_all(pats, out):
+    for b in range(out.size):
+        out[b] = absmax16(pats, b * 16)
+
+
+def test_absmax16_is_the_largest_magnitude_pattern():
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal(16 * 64) * 2.0 ** rng.integers(-140, 120, 16 * 64)).astype(np.float32)
+    x[:16] = -0.0
+    x[16:32] = np.float32(np.inf) * np.sign(x[16:32])
+    x[40] = np.nan
+    x[16 * 9 + 3] = -np.float32(3.4e38)              # the largest magnitude is negative
+    pats = x.view(np.uint32)
+    out = np.empty(64, np.uint32)
+    _absmax_all(pats, out)
+    want = (pats & np.uint32(0x7FFFFFFF)).reshape(64, 16).max(axis=1)
+    assert np.array_equal(out, want)
+    assert out[0] == 0 and out[1] == 0x7F800000 and out[2] > 0x7F800000
