@@ -43,7 +43,7 @@ Numba caching caveat: the compiled drivers are cached with this file's timestamp
 function is compiled into them; after editing a chunk function clear the caches (see
 docs/design.md), as for any kernel that calls into another module.
 
-Imports numpy and numba only.
+Imports numpy, numba and softfloat._threads only.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ import collections
 import numpy as np
 from numba import njit, prange
 from numba.extending import overload
+
+from ._threads import PARALLEL_MIN_WORK
 
 __all__ = ["CHUNK", "NFLAGS", "SERIAL_MAX", "n_chunks", "flag_table", "add_flag_counts",
            "record", "launch", "drive_parallel", "drive_serial"]
@@ -66,12 +68,13 @@ CHUNK = 1 << 14
 #: the flag word, softfloat._roundpack's codes).
 NFLAGS = 5
 
-#: Arrays of at most this many elements run on the calling thread: waking the parallel kernel's
-#: worker threads costs ~30-60 us, and the rounding kernels do ~2.5 elements per ns on one
-#: thread, so below ~2^18 elements one thread finishes first (measured on 2 cores: 200K elements
+#: Arrays of at most this many elements run on the calling thread: softfloat's one rule for
+#: "small problem, one thread" (softfloat._threads.PARALLEL_MIN_WORK = 2^18: below it, one
+#: thread does the work).  Waking the parallel kernel's worker threads costs ~30-60 us, and the
+#: rounding kernels do ~2.5 elements per ns on one thread (measured on 2 cores: 200K elements
 #: 105 us serial vs 129 us parallel; 1M 574 vs 372 us).  Training loops round thousands of such
 #: tensors.
-SERIAL_MAX = 1 << 18
+SERIAL_MAX = PARALLEL_MIN_WORK - 1
 
 
 def n_chunks(n: int) -> int:

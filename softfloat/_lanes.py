@@ -18,7 +18,7 @@ softfloat._kernels_round_vec are written with them.
 
 Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
 
-Imports numpy, numba and softfloat's intrinsic layer only.
+Imports numpy, numba and softfloat's intrinsic layer (softfloat._intrinsics) only.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._int32 import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
-                     sub32, xor32)
+from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32,
+                          shr32, sub32, xor32)
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
            "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop"]

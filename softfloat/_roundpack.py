@@ -76,7 +76,6 @@ RNE, RNA, RTZ, RUP, RDN, RTO, SR, RHU = 0, 1, 2, 3, 4, 5, 6, 7
 
 _U63 = F64_SIGN_SHIFT
 _U52 = F64_FRAC_BITS
-_HALF63 = np.uint64(1 << 63)
 
 
 @njit(cache=True)
@@ -99,8 +98,9 @@ def round_int(sig, drop, neg, mode, u, rbits):
         # q = 0 and the remainder is sig itself; half a unit is 2^(drop - 1) >= 2^63.
         q = U64_0
         rem = sig
-        below_half = drop > 64 or sig < _HALF63
-        is_half = drop == 64 and sig == _HALF63
+        # half a unit is 2^(drop - 1); 2^63 is the pattern F64_SIGN
+        below_half = drop > 64 or sig < F64_SIGN
+        is_half = drop == 64 and sig == F64_SIGN
     else:
         q = sig >> np.uint64(drop)
         rem = sig & ((U64_1 << np.uint64(drop)) - U64_1)

@@ -271,15 +271,15 @@ FORMATS: dict[str, Format] = {
         Format("tf32", 8, 10),
         Format("e4m3fn", 4, 3, inf_nan="fn"),
         Format("e5m2", 5, 2),
+        Format("fp64", 11, 52),
+        Format("e2m1", 2, 1, inf_nan="none"),
+        Format("e2m3", 2, 3, inf_nan="none"),
+        Format("e3m2", 3, 2, inf_nan="none"),
         # OCP MX v1.0 section 5.4.1: E8M0, the shared scale of MX blocks: unsigned, exponent
         # only (bias 127), 0xFF = NaN, no zero and no Inf: values 2^-127 .. 2^127.
         Format("e8m0", 8, 0, subnormals=False, inf_nan="fn", signed=False, zero=False),
         # NVFP4's block scale: E4M3FN without its sign bit (7 bits, values 0 .. 448, 0x7F NaN).
         Format("ue4m3", 4, 3, inf_nan="fn", signed=False),
-        Format("fp64", 11, 52),
-        Format("e2m1", 2, 1, inf_nan="none"),
-        Format("e2m3", 2, 3, inf_nan="none"),
-        Format("e3m2", 3, 2, inf_nan="none"),
     )
 }
 
@@ -290,12 +290,12 @@ _ALIASES = {
     "tf32": ("tensorfloat32", "tensorfloat-32"),
     "e4m3fn": ("e4m3", "fp8_e4m3", "fp8_e4m3fn", "float8_e4m3fn"),
     "e5m2": ("fp8_e5m2", "float8_e5m2"),
-    "e8m0": ("e8m0fnu", "float8_e8m0fnu", "ue8m0", "fp8_e8m0"),
-    "ue4m3": ("e4m3_unsigned", "ufp8_e4m3"),
     "fp64": ("binary64", "double", "float64", "f64"),
     "e2m1": ("fp4", "fp4_e2m1", "e2m1fn", "float4_e2m1fn"),
     "e2m3": ("fp6_e2m3", "e2m3fn", "float6_e2m3fn"),
     "e3m2": ("fp6_e3m2", "e3m2fn", "float6_e3m2fn"),
+    "e8m0": ("e8m0fnu", "float8_e8m0fnu", "ue8m0", "fp8_e8m0"),
+    "ue4m3": ("e4m3_unsigned", "ufp8_e4m3"),
 }
 _LOOKUP = {name: name for name in FORMATS}
 for _canon, _names in _ALIASES.items():

@@ -297,3 +297,33 @@ def test_dask_arrays_round_like_numpy(chunks):
                           sf.round(x.reshape(-1).astype(np.float64), "e4m3fn", "sr", seed=1))
     with pytest.raises(ValueError, match="flags="):
         sf.round(d, "fp16", flags=sf.Flags())
+
+
+def test_dask_arithmetic_like_numpy():
+    da = pytest.importorskip("dask.array")
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal((6, 40)).astype(np.float32)
+    b = rng.standard_normal((6, 40)).astype(np.float32)
+    c = rng.standard_normal((6, 40))
+    A, B = da.from_array(a, chunks=(4, 15)), da.from_array(b, chunks=(3, 40))
+    C = da.from_array(c, chunks=(6, 7))
+    for fn, args, lazy in ((sf.add, (a, b), (A, B)), (sf.mul, (a, 3.0), (A, 3.0)),
+                           (sf.sqrt, (np.abs(a),), (abs(A),)), (sf.fma, (a, b, c), (A, B, C))):
+        for mode, kw in (("rne", {}), ("sr", {"seed": 8})):
+            got = fn(*lazy, "bf16", mode, **kw)
+            assert isinstance(got, type(A)), fn.__name__
+            assert np.array_equal(got.compute(), fn(*args, "bf16", mode, **kw)), fn.__name__
+    with pytest.raises(TypeError, match="numpy array cannot be combined"):
+        sf.add(A, b, "fp16")
+
+
+@pytest.mark.parametrize("fmt", ["e8m0", "ue4m3"])
+def test_arithmetic_in_unsigned_formats_ends_in_round_value(fmt):
+    f = sf.get_format(fmt)
+    a = np.array([1.0, 3.0, 0.5, -1.0, 2.0 ** 100, 6.0], np.float32)
+    b = np.array([2.0, 3.0, -0.5, 0.5, 2.0 ** 100, -6.0], np.float32)
+    for mode in MODES:
+        got = sf.add(a, b, f, mode)
+        for ai, bi, gi in zip(a, b, got):
+            want, _ = oracle.round_fraction(Fraction(float(ai)) + Fraction(float(bi)), f, mode)
+            assert bits_equal(gi, want), (fmt, mode, ai, bi, gi, want)
