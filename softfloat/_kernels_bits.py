@@ -133,7 +133,14 @@ def smallest_pattern(fp):
 
 
 @njit(cache=True)
-def encode(b, fp):
+def encode(x, fp):
+    """Pattern of the float64 value x; returns (pattern, status).  (The encoder of values, as
+    tensorcore's grid check calls it; NaN payloads: see encode_bits.)"""
+    return encode_bits(np.float64(x).view(np.uint64), fp)
+
+
+@njit(cache=True)
+def encode_bits(b, fp):
     """Pattern of the value whose float64 pattern is b; returns (pattern, status)."""
     e, m, subn, infnan = fp.exp_bits, fp.man_bits, fp.subnormals, fp.inf_nan
     bias = fp.bias
@@ -238,7 +245,7 @@ def note_bad(bad, c, i, st):
 def _to_bits_chunk(k, lo, hi, c, xb, out, bad):
     fp = format_params_of(k)
     for i in range(lo, hi):
-        p, st = encode(carrier_bits(xb, i), fp)
+        p, st = encode_bits(carrier_bits(xb, i), fp)
         out[i] = p
         note_bad(bad, c, i, st)
 
@@ -256,7 +263,7 @@ def next_up_one(x, fp):
     None above max: +Inf in ieee formats, NaN otherwise."""
     if x != x:
         return x, OK
-    p, st = encode(np.float64(x).view(np.uint64), fp)
+    p, st = encode(x, fp)
     if st != OK:
         return x, st
     signbit = (_ONE << np.uint64(fp.exp_bits + fp.man_bits)) if fp.signed != 0 else _ZERO
@@ -287,7 +294,7 @@ def next_down_unsigned(x, fp):
     """Greatest value of an unsigned format below x; NaN when there is none."""
     if x != x:
         return x, OK
-    p, st = encode(np.float64(x).view(np.uint64), fp)
+    p, st = encode(x, fp)
     if st != OK:
         return x, st
     top = max_pattern(fp)
@@ -322,7 +329,7 @@ def logb_one(x, fp):
     """(floor(log2|x|) as float64, status); -inf for zeros, +inf for Inf, NaN for NaN."""
     if x != x:
         return x, OK
-    _, st = encode(np.float64(x).view(np.uint64), fp)
+    _, st = encode(x, fp)
     if st != OK:
         return 0.0, st
     if x == 0:
@@ -372,7 +379,7 @@ def _classify_chunk(k, lo, hi, c, x, out, bad):
         if v != v:
             out[i] = C_NAN
             continue
-        _, st = encode(np.float64(v).view(np.uint64), fp)
+        _, st = encode(v, fp)
         note_bad(bad, c, i, st)
         # an unsigned format's -0.0 is its (only) zero
         neg = fp.signed != 0 and np.float64(v).view(np.uint64) >> _U63 != 0
