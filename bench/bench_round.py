@@ -9,6 +9,12 @@ otherwise compete for the cores.  Two more rows give the Numba compilation time 
 kernels, cold (empty cache) and from the cache, measured in subprocesses with NUMBA_CACHE_DIR in
 a temporary directory; their baseline is the budget (10 s cold, 1 s cached).
 
+``issue13_rows()`` adds issue #13's rows: the five data classes (N(0,1), gradient-like, all
+subnormal, overflow-heavy, 1% NaN/Inf) x fp16/bf16/e4m3fn/e5m2 x rne/sr, each against a copy of
+the same array, and float64 inputs against a float64 copy; its first row names the instruction
+set (softfloat._intrinsics.ISA; time the AVX2 path of an AVX-512 host with
+``NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d)``).
+
 Run as a script to print the table: ``python bench/bench_round.py [n_elements]``.
 """
 
@@ -98,6 +104,46 @@ def _others(x):
     return cases
 
 
+def _classes(n: int, tiny: float, seed: int = 0) -> dict:
+    """The five input classes of issue #13 (float32): N(0,1); gradient-like N(0,1) 2^U[-30, 8);
+    all subnormal in the target (|x| < tiny); overflow-heavy (|x| up to 2^20); N(0,1) with 1%
+    NaN/Inf sprinkled."""
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal(n).astype(np.float32)
+    grad = (g * np.exp2(rng.uniform(-30, 8, n))).astype(np.float32)
+    sub = (g * np.float32(tiny) * rng.uniform(2.0 ** -12, 1, n)).astype(np.float32)
+    big = (g * np.exp2(rng.uniform(0, 20, n))).astype(np.float32)
+    spr = g.copy()
+    k = rng.integers(0, n, n // 100)
+    spr[k] = np.array([np.nan, np.inf, -np.inf], np.float32)[np.arange(k.size) % 3]
+    return {"N(0,1)": g, "gradient": grad, "subnormal": sub, "overflow": big, "nan/inf 1%": spr}
+
+
+def issue13_rows(n: int = N, n64: int = N // 4) -> list[dict]:
+    """Issue #13's sf.round rows: every data class x format x mode family (rne, sr), each a
+    ratio to a float32 copy of the same array in the same run; float64 inputs (n64 elements)
+    against a float64 copy.  The first row names the instruction set Numba compiled for."""
+    import softfloat as sf
+    from softfloat._intrinsics import ISA
+
+    rows = [dict(name=f"sf.round rows compiled for {ISA}", seconds=0.0, baseline=None,
+                 ratio=None)]
+    for fmt in ("fp16", "bf16", "e4m3fn", "e5m2"):
+        for cls, x in _classes(n, sf.get_format(fmt).tiny).items():
+            base = _best(lambda x=x: x.copy())
+            for mode, kw in (("rne", {}), ("sr", {"seed": 1})):
+                t = _best(lambda x=x, f=fmt, mode=mode, kw=kw: sf.round(x, f, mode, **kw))
+                rows.append(dict(name=f"sf.round {fmt} {mode} {cls}", seconds=t,
+                                 baseline="float32 copy (same array)", ratio=t / base))
+    for fmt in ("fp16", "bf16"):
+        x = _classes(n64, 1.0)["gradient"].astype(np.float64) * (1 + 2.0 ** -40)
+        base = _best(lambda x=x: x.copy())
+        t = _best(lambda x=x, f=fmt: sf.round(x, f))
+        rows.append(dict(name=f"sf.round float64 -> {fmt} rne gradient", seconds=t,
+                         baseline="float64 copy (same array)", ratio=t / base))
+    return rows
+
+
 def run(n: int = N, compile_times: bool = True) -> list[dict]:
     import softfloat as sf
 
@@ -126,6 +172,7 @@ def run(n: int = N, compile_times: bool = True) -> list[dict]:
     # the baseline again, last: the ratios are only meaningful if it did not drift
     time.sleep(GAP)
     add("float32 copy (again)", _best(lambda: x.copy()))
+    rows += issue13_rows(n, max(n // 4, 1))
     if compile_times:
         cold, cached = _compile_times()
         add("numba compile, cold cache", cold, "budget 10 s", 10.0)
@@ -138,7 +185,10 @@ def main(argv=None):
     n = int(argv[0]) if argv else N
     print(f"{n} float32 elements; best of {REPEATS} (external libraries: fewer)")
     for r in run(n):
-        print(f"{r['name']:<36} {r['seconds'] * 1e3:10.2f} ms  {r['ratio']:7.2f} x "
+        if r["ratio"] is None:
+            print(r["name"])
+            continue
+        print(f"{r['name']:<44} {r['seconds'] * 1e3:10.2f} ms  {r['ratio']:7.2f} x "
               f"{r['baseline']}")
 
 

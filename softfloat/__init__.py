@@ -20,6 +20,7 @@ from .bits import (CLASS_NAMES, FloatClass, classify, exponent, from_bits, next_
                    to_bits, ulp)
 from .flags import FLAG_NAMES, Flags
 from .formats import FORMATS, Format, get_format, list_formats
+from .interop import from_ml_dtypes, to_ml_dtypes
 from .modes import DETERMINISTIC_MODES, Mode, parse_mode
 from .rng import derive_seed
 from .rounding import round  # noqa: A004
@@ -32,4 +33,5 @@ __all__ = [
     "to_bits", "from_bits", "next_up", "next_down", "ulp", "exponent", "classify",
     "FloatClass", "CLASS_NAMES",
     "add", "sub", "mul", "div", "sqrt", "fma", "max_sr_bits",
+    "to_ml_dtypes", "from_ml_dtypes",
 ]

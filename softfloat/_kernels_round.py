@@ -1,8 +1,13 @@
-"""Numba array kernels for rounding to a format (conversion).
+"""The element-by-element rounding kernels: round_value (or, for 64-bit integers, round_integer)
+on every element, through the one chunked driver (softfloat._driver).
 
-Takes only arrays and integers.  Work is split into fixed chunks of CHUNK elements processed by
-``prange``; each chunk writes its own row of flag counts, so results and counts are identical
-whatever the number of threads, and stochastic rounding draws its bits from (key, element index).
+They serve what the vectorised kernels (softfloat._kernels_round_f32, _kernels_round_f64) do not:
+formats carried in float64 (more than 23 fraction bits or a range beyond float32's), and int64 /
+uint64 inputs, rounded exactly once from their integer values.  They are also the reference the
+tests compare the vectorised kernels with: same results, same flag counts, same random bits.
+
+``CHUNK``, ``NFLAGS``, ``n_chunks`` and ``add_flag_counts`` are re-exported from the driver for
+the modules that import them from here.
 
 Imports numpy, numba and the sibling kernel modules only.
 """
@@ -10,42 +15,55 @@ Imports numpy, numba and the sibling kernel modules only.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, types
+from numba.extending import overload
 
-from ._roundpack import SR, round_value
+from ._driver import CHUNK, NFLAGS, add_flag_counts, launch, n_chunks, record
+from ._roundpack import SR, format_params_of, round_integer, round_value
+from .formats import FormatParams
 from .rng import random_bits
 
-#: Elements per chunk (2^14 = 16384: large enough to amortise scheduling, small enough to balance
-#: two threads on arrays of a few hundred thousand elements).
-CHUNK = 1 << 14
-
-NFLAGS = 5  # inexact, underflow, overflow, invalid, divbyzero (bit i of the flag word)
+__all__ = ["CHUNK", "NFLAGS", "n_chunks", "add_flag_counts", "RoundEach", "round_kernel"]
 
 
-def n_chunks(n: int) -> int:
-    return (n + CHUNK - 1) // CHUNK
+def _round_one(xi, fp, mode, u, rbits):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(_round_one)
+def _round_one_impl(xi, fp, mode, u, rbits):
+    # Chosen by the element type at compile time: floats widen exactly to float64, integers
+    # (int64, uint64) are rounded from their exact values.
+    if isinstance(xi, types.Float):
+        return lambda xi, fp, mode, u, rbits: round_value(np.float64(xi), 0, fp, mode, u, rbits)
+    if isinstance(xi, types.Integer):
+        return lambda xi, fp, mode, u, rbits: round_integer(xi, fp, mode, u, rbits)
+    return None
 
 
 @njit(cache=True)
-def add_flag_counts(counts, c, fl):
-    if fl != 0:
-        for k in range(NFLAGS):
-            if fl & (1 << k):
-                counts[c, k] += 1
+def _round_each_chunk(k, lo, hi, c, x, out, counts):
+    """out[i] = round(x[i]) for i in [lo, hi): floats through round_value, integers (int64 or
+    uint64 arrays) through round_integer."""
+    fp = format_params_of(k)
+    for i in range(lo, hi):
+        u = random_bits(k.key, k.base + i) if k.mode == SR else np.uint64(0)
+        r, fl = _round_one(x[i], fp, k.mode, u, k.rbits)
+        out[i] = r
+        if k.want_flags:
+            add_flag_counts(counts, c, fl)
 
 
-@njit(parallel=True, cache=True)
+#: The record of the element-by-element rounding: the format's fields, the mode code, the
+#: stochastic-rounding key and bit count (0 and 1 in the deterministic modes), the global index
+#: of element 0 and whether flags are counted.
+RoundEach = record("RoundEach", FormatParams._fields + ("mode", "key", "rbits", "base",
+                                                       "want_flags"),
+                   _round_each_chunk, __name__)
+
+
 def round_kernel(x, out, fp, mode, key, base, rbits, want_flags, counts):
-    """out[i] = round(x[i]) for 1-d contiguous x (float32 or float64) and carrier out."""
-    n = x.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        ci = np.int64(c)   # one signature for the callees (prange's index is typed twice)
-        lo = ci * CHUNK
-        hi = min(n, lo + CHUNK)
-        for i in range(lo, hi):
-            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
-            r, fl = round_value(np.float64(x[i]), 0, fp, mode, u, rbits)
-            out[i] = r
-            if want_flags:
-                add_flag_counts(counts, ci, fl)
+    """out = round(x) element by element for 1-d contiguous x (float32, float64, int64 or
+    uint64) and carrier out; counts: a driver flag table (one row per chunk)."""
+    launch(RoundEach(*fp, int(mode), np.uint64(key), int(rbits), int(base), bool(want_flags)),
+           x.size, x, out, counts)

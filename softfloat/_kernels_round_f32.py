@@ -43,8 +43,10 @@ Pass 2, deterministic modes, when at least 1/8 of the chunk is marked (fewer go 
 * Flush-to-zero formats: a float32 normal below 2^emin is rounded to p bits at bit d (that IS
   the unbounded-exponent rounding) and flushes to a signed zero when it stays below 2^emin;
   nonzero float32 subnormals are marked for pass 3.
-* NaN gives the float32 quiet NaN 0x7FC00000 (round_value's np.nan); Inf passes through in ieee
-  formats and overflows in the others.
+* NaN gives the float32 quiet NaN 0x7FC00000 (the arithmetic's NaN results are this canonical
+  NaN); Inf goes to round_value (kept in ieee formats, NaN in fn formats, +-max when saturating
+  or in "none" formats: softfloat._roundpack).  Unsigned and zero-less formats do not take
+  this kernel (softfloat.arith sends them to round_value).
 Pass 3: round_value for what is still marked (with the same random bits as round_kernel).
 """
 
@@ -155,9 +157,10 @@ def _one(b, C):
     if a > _INF:
         out = _QNAN
         fl = nanflag
-    elif a == _INF and ieee:
+    elif a == _INF:
         out = b
         fl = 0
+        slow = True                               # Inf: round_value's rules (kept, NaN, max)
     elif rn > maxbits:
         out = ovn if neg else ovp
         fl = OVERFLOW | INEXACT

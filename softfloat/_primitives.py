@@ -10,6 +10,7 @@ Named once, here:
   1.0: 1023 << 52);
 * float32 fields: ``F32_SIGN``, ``F32_ABS`` (0x7FFFFFFF), ``F32_INF`` (0x7F800000, also the
   exponent field in place), ``F32_QNAN`` (0x7FC00000, the quiet NaN numpy produces),
+  ``F32_QUIET`` / ``F64_QUIET`` (the quiet bit, the top fraction bit),
   ``F32_FRAC`` (0x007FFFFF), ``F32_HIDDEN`` (0x00800000);
 
 as numpy scalars of the width the kernels compute in (uint64 / uint32), so that Numba keeps
@@ -40,6 +41,8 @@ F64_FRAC = np.uint64((1 << 52) - 1)
 F64_HIDDEN = np.uint64(1 << 52)
 F64_BIAS = 1023
 F64_ONE = np.uint64(1023 << 52)
+#: The quiet bit of a NaN: the top fraction bit (IEEE 754 section 6.2.1).
+F64_QUIET = np.uint64(1 << 51)
 #: The sign and fraction bits (everything but the exponent field).
 F64_NOT_EXP = np.uint64(~(0x7FF << 52) & ((1 << 64) - 1))
 
@@ -48,6 +51,7 @@ F32_SIGN = np.uint32(1 << 31)
 F32_ABS = np.uint32(0x7FFFFFFF)
 F32_INF = np.uint32(0x7F800000)
 F32_QNAN = np.uint32(0x7FC00000)
+F32_QUIET = np.uint32(0x00400000)
 F32_FRAC = np.uint32(0x007FFFFF)
 F32_HIDDEN = np.uint32(0x00800000)
 

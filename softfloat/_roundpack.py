@@ -3,37 +3,55 @@
 ``round_value(v, escale, fp, mode, u, rbits)`` rounds the value v * 2^escale (v a float64, escale
 an int) ONCE onto the grid of the format described by ``fp`` (its FormatParams record, from
 ``Format.kernel_params()``: m fraction bits, exponent range [emin, emax], subnormals, Inf/NaN
-style, saturation, largest finite value), and returns (result as float64, IEEE flag bits).
+style, saturation, sign, zero, largest finite value), and returns (result as float64, IEEE flag
+bits).  ``round_pack(neg, sig, lg, e, fp, mode, u, rbits)`` is the same rounding of the exact
+(-1)^neg * sig * 2^e for any integer significand sig < 2^64 (2^lg <= sig < 2^(lg+1)); it serves
+inputs wider than a float64 (int64 / uint64 integers) and round_value itself.
 
 Callers pass either an exact value (a float32/float64 input, an exact float64 product) or a
 round-to-odd float64 proxy with at least p + 2 significant bits, which rounds to the same result
 in every mode (Boldo & Melquiond); escale lets callers keep huge or tiny exponents out of v.
 
-Everything is integer arithmetic on the 53-bit significand: no floating-point rounding happens
-here except the final exact scaling of an integer by a power of two.
+Everything is integer arithmetic on the significand: no floating-point rounding happens here
+except the final exact scaling of an integer by a power of two.
 
-Semantics (documented for users in softfloat/__init__.py):
-* signed zeros: a zero input keeps its sign; a result that rounds to zero keeps the input's sign.
-* NaN in -> NaN out, no flag (quiet).  A format without NaN ("none") returns a NaN carrier and
-  raises INVALID; to_bits refuses to encode it.
-* Infinity in: exact for ieee formats.  For fn/none formats it is treated as an unboundedly large
-  finite value, i.e. it overflows (see below).
+Semantics (the oracles in tests/ implement the same rules independently):
+* Signed zeros: a zero input keeps its sign; a result that rounds to zero keeps the input's sign.
+* NaN in -> a quiet NaN out, no flag.  It keeps the input's sign (in signed formats) and, in
+  "ieee" formats, the top m - 1 bits of its payload below the quiet bit (the bits a narrowing
+  IEEE conversion keeps: numpy's float32 -> float16 and ml_dtypes' casts keep the same ones);
+  "fn" formats have a single NaN per sign (e4m3fn S.1111.111), unsigned "fn" formats one NaN
+  (e8m0 0xFF).  A format without NaN ("none") returns a NaN carrier and raises INVALID; to_bits
+  refuses to encode it.  Signalling NaNs are not told apart (float32 -> float64 widening on x86
+  quiets them already): the result is quiet either way.
+* Infinity in is exact, never an overflow.  "ieee" formats keep it; otherwise (OCP FP8 v1.0
+  conversion rules, CUDA's __NV_SATFINITE; ml_dtypes agrees) a saturating format, or one without
+  Inf and NaN ("none"), gives +-max, and an "fn" format gives NaN (with the Inf's sign), in every
+  rounding mode; those raise INVALID (an exact infinite input with no representation, as IEEE 754
+  signals invalid for an infinite input to convertToInteger).  Saturating "ieee" formats give
+  +-max too.
+* Unsigned formats (signed=False: e8m0, ue4m3): a negative nonzero input (-Inf included) gives
+  NaN with INVALID (ml_dtypes' float8_e8m0fnu does the same); -0 gives +0; NaN gives the NaN.
+* Formats without zero (zero=False: e8m0): a zero input gives NaN with INVALID (ml_dtypes'
+  float8_e8m0fnu agrees); a nonzero value below the smallest value 2^emin gives +-2^emin in every
+  mode (there is nothing below it: the grid's bottom saturates, as its top does in saturating
+  formats), with UNDERFLOW and INEXACT when it is tiny after rounding, INEXACT otherwise.
 * Overflow (the value rounded with unbounded exponent exceeds the largest finite value): saturating
   and "none" formats give +-max; otherwise RNE, RNA, RHU, SR, RUP (positive) and RDN (negative)
-  give
-  +-Inf (NaN for fn formats, which have no Inf) and RTZ, RTO, RUP (negative), RDN (positive)
-  give +-max, as IEEE 754 section 7.4 prescribes for directed roundings.
+  give +-Inf (NaN with the value's sign for fn formats, which have no Inf) and RTZ, RTO, RUP
+  (negative), RDN (positive) give +-max, as IEEE 754 section 7.4 prescribes for directed
+  roundings.  Flags overflow and inexact.
 * Tininess is detected AFTER rounding (IEEE 754 option, as x86 SSE): a nonzero result is tiny when
   rounding the exact value to p bits with an unbounded exponent range gives a magnitude below
   2^emin.  Underflow is flagged when the result is tiny and inexact.  With subnormals=False
   (flush-to-zero) every tiny result is replaced by a zero of the same sign (flags underflow and
-  inexact), in every rounding mode.
+  inexact), in every rounding mode (by +-2^emin in a format without zero).
 * Stochastic rounding with r random bits (Connolly-Higham-Mary SR with a finite number of bits):
   the r bits below the result's last place are added to an r-bit uniform random integer and the
   sum's carry decides; remainder bits below those r bits are ignored (truncated).  If the
   remainder has at most r bits the probability of rounding up is exactly distance / ulp.
 
-Imports numpy, numba and softfloat._primitives only.
+Imports numpy, numba, softfloat._primitives and softfloat.formats (for FormatParams) only.
 """
 
 from __future__ import annotations
@@ -41,8 +59,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._primitives import (F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
-                          F64_SIGN_SHIFT, U64_0, U64_1, bit_length, pow2)
+from .formats import FormatParams
+from ._primitives import (F64_EXP_ALL_ONES, F64_EXP_FIELD, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
+                          F64_QUIET, F64_SIGN, F64_SIGN_SHIFT, U64_0, U64_1, bit_length,
+                          bit_length64, pow2)
 
 # IEEE flag bits (stable codes; softfloat.flags turns them into counts).
 INEXACT = 1
@@ -59,20 +79,28 @@ _U52 = F64_FRAC_BITS
 
 
 @njit(cache=True)
+def format_params_of(k):
+    """The FormatParams of a flat kernel record holding its fields (see softfloat._driver)."""
+    return FormatParams(k.man_bits, k.exp_bits, k.bias, k.emin, k.emax, k.subnormals,
+                        k.inf_nan, k.saturate, k.signed, k.zero, k.width, k.maxval)
+
+
+@njit(cache=True)
 def round_int(sig, drop, neg, mode, u, rbits):
-    """Round the integer sig (< 2^53) shifted right by ``drop`` bits to an integer q.
+    """Round the integer sig (< 2^64) shifted right by ``drop`` bits to an integer q.
 
     Returns (q, inexact).  ``neg`` is the sign of the value (for directed modes), ``u`` 64 random
     bits (SR only; its top ``rbits`` bits are used).
     """
     if drop <= 0:
         return sig << np.uint64(-drop), False
-    if drop >= 60:
-        # sig < 2^53 <= 2^(drop - 7): the whole significand lies strictly below half an ulp.
+    if drop >= 64:
+        # q = 0 and the remainder is sig itself; half a unit is 2^(drop - 1) >= 2^63.
         q = U64_0
         rem = sig
-        below_half = True
-        is_half = False
+        # half a unit is 2^(drop - 1); 2^63 is the pattern F64_SIGN
+        below_half = drop > 64 or sig < F64_SIGN
+        is_half = drop == 64 and sig == F64_SIGN
     else:
         q = sig >> np.uint64(drop)
         rem = sig & ((U64_1 << np.uint64(drop)) - U64_1)
@@ -115,6 +143,13 @@ def round_int(sig, drop, neg, mode, u, rbits):
 
 
 @njit(cache=True)
+def signed_nan(neg):
+    """The quiet NaN with sign neg, from its pattern (``-np.nan`` compiles to 0 - NaN, whose
+    sign x86 does not flip)."""
+    return np.uint64((F64_SIGN if neg else U64_0) | F64_EXP_FIELD | F64_QUIET).view(np.float64)
+
+
+@njit(cache=True)
 def overflow_result(neg, mode, fp):
     """Result of an overflow (see module docstring) and its flags; fp a FormatParams."""
     infnan = fp.inf_nan
@@ -124,44 +159,62 @@ def overflow_result(neg, mode, fp):
         to_inf = (mode == RNE or mode == RNA or mode == SR or mode == RHU
                   or (mode == RUP and not neg) or (mode == RDN and neg))
         if to_inf:
-            r = np.inf if infnan == 0 else np.nan
+            if infnan != 0:
+                # no Inf: the NaN, with the sign of the value (ml_dtypes' e4m3fn: 0xFF)
+                return signed_nan(neg), OVERFLOW | INEXACT
+            r = np.inf
         else:
             r = fp.maxval
     return (-r if neg else r), OVERFLOW | INEXACT
 
 
 @njit(cache=True)
-def round_value(v, escale, fp, mode, u, rbits):
-    """Round v * 2^escale once onto the grid of the format whose FormatParams is fp; returns
-    (float64 result, flag bits)."""
+def nan_result(b, fp):
+    """The quiet NaN (as a float64) that the NaN with float64 pattern b becomes: its sign kept
+    in signed formats, in "ieee" formats its top m fraction bits kept (the quiet bit and the
+    m - 1 payload bits below it), every other bit cleared (see the module docstring)."""
+    sign = (b & F64_SIGN) if fp.signed != 0 else U64_0
+    frac = F64_QUIET
+    if fp.inf_nan == 0:
+        # The top m of the 52 fraction bits: clear the low 52 - m (m >= 1 in ieee formats).
+        frac |= b & F64_FRAC & ~((U64_1 << np.uint64(52 - fp.man_bits)) - U64_1)
+    return np.uint64(sign | F64_EXP_FIELD | frac).view(np.float64)
+
+
+@njit(cache=True)
+def inf_result(neg, fp):
+    """(result, flags) of an infinite input (see the module docstring)."""
+    if neg and fp.signed == 0:
+        return np.nan, INVALID
+    if fp.saturate != 0 or fp.inf_nan == 2:
+        return (-fp.maxval if neg else fp.maxval), INVALID
+    if fp.inf_nan == 0:
+        return (-np.inf if neg else np.inf), 0
+    return signed_nan(neg), INVALID
+
+
+@njit(cache=True)
+def zero_result(neg, fp):
+    """(result, flags) of a zero input: itself, +0 in unsigned formats, NaN without zero."""
+    if fp.zero == 0:
+        return np.nan, INVALID
+    if neg and fp.signed != 0:
+        return -0.0, 0
+    return 0.0, 0
+
+
+@njit(cache=True)
+def round_pack(neg, sig, lg, e, fp, mode, u, rbits):
+    """Round the exact (-1)^neg * sig * 2^e (0 < sig < 2^64, 2^lg <= sig < 2^(lg+1)) once onto
+    the grid of the format fp; returns (float64 result, flag bits)."""
     m = fp.man_bits
     emin = fp.emin
-    emax = fp.emax
     subn = fp.subnormals
-    infnan = fp.inf_nan
-    b = np.float64(v).view(np.uint64)
-    neg = (b >> _U63) != 0
-    E = np.int64((b >> _U52) & F64_EXP_ALL_ONES)
-    frac = b & F64_FRAC
-    if E == 0x7FF:
-        if frac != 0:
-            return np.nan, (INVALID if infnan == 2 else 0)
-        if infnan == 0:
-            return v, 0
-        return overflow_result(neg, mode, fp)
-    if E == 0:
-        if frac == 0:
-            return v, 0
-        sig = frac
-        e = escale - 1074
-        L = bit_length(sig) - 1
-    else:
-        sig = frac | F64_HIDDEN
-        e = E - 1075 + escale
-        L = 52
-    # value = sig * 2^e with 2^L <= sig < 2^(L+1): its binary exponent is x_exp.
-    x_exp = L + e
-    if x_exp > emax:
+    if neg and fp.signed == 0:
+        return np.nan, INVALID
+    # value = sig * 2^e with 2^lg <= sig < 2^(lg+1): its binary exponent is x_exp.
+    x_exp = lg + e
+    if x_exp > fp.emax:
         # value >= 2^(emax+1) > max in every format: overflow whatever the mode.
         return overflow_result(neg, mode, fp)
     if subn != 0 and x_exp < emin:
@@ -173,13 +226,15 @@ def round_value(v, escale, fp, mode, u, rbits):
     if q == 0:
         # Rounded to zero (only possible below the normal range): tiny and inexact.
         return (-0.0 if neg else 0.0), flags | UNDERFLOW
+    # q <= 2^(m+1) <= 2^53: bit_length's float64 conversion is exact.
     res_exp = bit_length(q) - 1 + q_exp
     if res_exp < emin:
         # Tiny after rounding (for subnormal formats res_exp < emin means q < 2^m, i.e. the
         # p-bit rounding did not carry up to 2^emin -- except exactly at the boundary binade,
         # checked below).
         if subn == 0:
-            return (-0.0 if neg else 0.0), UNDERFLOW | INEXACT
+            bottom = 0.0 if fp.zero != 0 else pow2(emin)
+            return (-bottom if neg else bottom), UNDERFLOW | INEXACT
         if inexact:
             flags |= UNDERFLOW
     elif subn != 0 and inexact and x_exp == emin - 1:
@@ -192,3 +247,34 @@ def round_value(v, escale, fp, mode, u, rbits):
     if mag > fp.maxval:
         return overflow_result(neg, mode, fp)
     return (-mag if neg else mag), flags
+
+
+@njit(cache=True)
+def round_value(v, escale, fp, mode, u, rbits):
+    """Round v * 2^escale once onto the grid of the format whose FormatParams is fp; returns
+    (float64 result, flag bits)."""
+    b = np.float64(v).view(np.uint64)
+    neg = (b >> _U63) != 0
+    E = np.int64((b >> _U52) & F64_EXP_ALL_ONES)
+    frac = b & F64_FRAC
+    if E == 0x7FF:
+        if frac != 0:
+            return nan_result(b, fp), (INVALID if fp.inf_nan == 2 else 0)
+        return inf_result(neg, fp)
+    if E == 0:
+        if frac == 0:
+            return zero_result(neg, fp)
+        return round_pack(neg, frac, bit_length(frac) - 1, escale - 1074, fp, mode, u, rbits)
+    return round_pack(neg, frac | F64_HIDDEN, 52, E - 1075 + escale, fp, mode, u, rbits)
+
+
+@njit(cache=True)
+def round_integer(n, fp, mode, u, rbits):
+    """round_value for an int64 or uint64 n, exactly (no conversion to float64 first: |n| may
+    exceed 2^53).  0 is +0."""
+    if n == 0:
+        return zero_result(False, fp)
+    neg = n < 0
+    # |n| as uint64, also for -2^63 (two's complement negation modulo 2^64).
+    sig = (U64_0 - np.uint64(n)) if neg else np.uint64(n)
+    return round_pack(neg, sig, bit_length64(sig) - 1, 0, fp, mode, u, rbits)

@@ -4,9 +4,12 @@ Every operation computes the EXACT result of its operands' values (float16/32/64
 floats or lists; numpy broadcasting between operands) and rounds it ONCE onto the grid of ``fmt``
 in the requested mode -- a float64 operand is never rounded through float32 first, and operands
 need not lie on the format's grid.  The result is the format's carrier array (float32 when the
-format fits, else float64).  How the single rounding is guaranteed, the special-value rules (signs
-of zero, x / 0, invalid operations) and the stochastic-rounding bit limit are documented in
-:mod:`softfloat._arith`; the rounding itself in :mod:`softfloat._roundpack`.
+format fits, else float64).  Integer operands (exact up to 2^53: beyond, a ValueError names the
+limit) and ml_dtypes arrays are accepted too; dask operands give a lazy dask result, chunk by
+chunk, with the bits of the numpy call (softfloat._lazy).  How the single rounding is
+guaranteed, the special-value rules (signs of zero, x / 0, invalid operations) and the
+stochastic-rounding bit limit are documented in :mod:`softfloat._arith`; the rounding itself in
+:mod:`softfloat._roundpack`.
 
 Imports numpy and the softfloat kernels only.
 """
@@ -20,6 +23,7 @@ import numpy as np
 from . import _kernels_arith as K
 from . import _kernels_arith_f32 as KV
 from ._kernels_round import NFLAGS, n_chunks
+from ._lazy import is_dask_array, map_elementwise
 from ._validate import (
     as_float_array,
     check_flags,
@@ -57,6 +61,42 @@ def _prepare(fmt, mode, seed, sr_bits, flags, opname, index_offset):
     return fmt, mode, key, check_index_offset(index_offset), rbits
 
 
+def _f32_path(fmt, fa, out) -> bool:
+    """float32 operands and carrier take the vectorised passes, except for the formats whose
+    rules only round_value has (unsigned, zero-less and 1-bit-significand formats)."""
+    return (fa.dtype == np.float32 and out.dtype == np.float32 and fmt.signed and fmt.zero
+            and fmt.man_bits >= 1)
+
+
+def _exact_zeros(out, fmt, counts):
+    """The exact zero results (IEEE's signed zeros of _arith) in an unsigned format (-0 -> +0)
+    or a format without zero (NaN, flag invalid): _roundpack's rules for a zero, which the
+    arithmetic kernels return without calling round_value."""
+    if fmt.signed and fmt.zero:
+        return
+    z = out == 0
+    if z.any():
+        out[z] = 0.0 if fmt.zero else np.nan
+        if not fmt.zero:
+            counts[0, 3] += int(np.count_nonzero(z))
+
+
+def _lazy(fn, operands, fmt, mode, seed, sr_bits, flags, index_offset):
+    """fn over dask operands, chunk by chunk (softfloat._lazy), or None when none is dask."""
+    if not any(is_dask_array(v) for v in operands):
+        return None
+    name = fn.__name__
+    if flags is not None:
+        raise ValueError(f"{name}: flags= is not supported with dask arrays (counting would "
+                         "compute them); pass computed arrays for flag counts")
+    fmt = check_format(fmt)
+    offset = check_index_offset(index_offset)
+    return map_elementwise(
+        lambda *ops, index_offset: fn(*ops, fmt, mode, seed=seed, sr_bits=sr_bits,
+                                      index_offset=index_offset),
+        list(operands), dtype=fmt.carrier_dtype, index_offset=offset, name=name)
+
+
 def _operands(names, values):
     """Validate, broadcast; returns (shape, [(flat array, step)])."""
     arrs = [as_float_array(v, name) for name, v in zip(names, values)]
@@ -89,13 +129,14 @@ def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags, index_offset)
     n = int(np.prod(shape))
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+    if n and _f32_path(fmt, fa, out):
         # float32 operands, float32 carrier: the vectorised passes (same results and flags).
         KV.run(op, fa, sa, fb, sb, fb, sb, out, fmt, mode, key, base, rbits, flags is not None,
                counts)
     elif n:
         K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, base,
                         rbits, flags is not None, counts)
+    _exact_zeros(out, fmt, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)
@@ -105,8 +146,8 @@ _DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' valu
 
     Parameters
     ----------
-    {params} : array_like of float (float16/32/64 arrays, Python floats or lists), broadcast
-        together by numpy's rules
+    {params} : array_like (float16/32/64, integer or ml_dtypes arrays, Python floats, ints or
+        lists), broadcast together by numpy's rules; dask arrays of one shape give a dask array
     fmt : Format or str (e.g. "fp16", "bf16", "fp32", "e4m3fn", "e5m2"; precision <= 51 bits)
     mode : "rne" (default), "rna", "rtz", "rup", "rdn", "rto" or "sr" (or a softfloat.Mode)
     seed : int, required for mode "sr": the random bits of output element i (flat C order)
@@ -124,44 +165,63 @@ _DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' valu
 
 
 def add(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(add, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     return _run_binary("add", K.ADD, a, b, fmt, mode, seed, sr_bits, flags,
                        index_offset)
 
 
 def sub(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(sub, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     return _run_binary("sub", K.SUB, a, b, fmt, mode, seed, sr_bits, flags,
                        index_offset)
 
 
 def mul(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(mul, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     return _run_binary("mul", K.MUL, a, b, fmt, mode, seed, sr_bits, flags,
                        index_offset)
 
 
 def div(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(div, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     return _run_binary("div", K.DIV, a, b, fmt, mode, seed, sr_bits, flags,
                        index_offset)
 
 
 def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(sqrt, (a,), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "sqrt",
                                            index_offset)
     shape, ((fa, _),) = _operands(("a",), (a,))
     n = fa.size
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+    if n and _f32_path(fmt, fa, out):
         KV.run(K.SQRT, fa, 1, fa, 1, fa, 1, out, fmt, mode, key, base, rbits,
                flags is not None, counts)
     elif n:
         K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, base, rbits,
                       flags is not None, counts)
+    _exact_zeros(out, fmt, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)
 
 
 def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+    lazy = _lazy(fma, (a, b, c), fmt, mode, seed, sr_bits, flags, index_offset)
+    if lazy is not None:
+        return lazy
     fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "fma",
                                            index_offset)
     a = as_float_array(a, "a")
@@ -172,12 +232,13 @@ def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_
     n = int(np.prod(shape))
     out = np.empty(n, dtype=fmt.carrier_dtype)
     counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and fa.dtype == np.float32 and out.dtype == np.float32:
+    if n and _f32_path(fmt, fa, out):
         KV.run(K.FMA, fa, sa, fb, sb, fc, sc, out, fmt, mode, key, base, rbits,
                flags is not None, counts)
     elif n:
         K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, fmt.kernel_params(), int(mode),
                      key, base, rbits, flags is not None, counts)
+    _exact_zeros(out, fmt, counts)
     if flags is not None:
         flags._add_counts(counts, n)
     return finish(out, shape)

@@ -10,19 +10,27 @@ Provides
 
 Conventions
 * Inputs of to_bits and of the utilities must be values of the format (exactly on its grid, in
-  range, and specials the format has); otherwise ValueError naming the first offending element
-  (its index and value).  NaN is always accepted by the utilities (NaN in, NaN out) and by
-  to_bits except for "none" formats, which cannot encode it.
-* to_bits encodes every NaN as the canonical quiet NaN: ieee formats sign 0, exponent all ones,
-  top fraction bit set (fp16 0x7E00, bf16 0x7FC0, fp32 0x7FC00000, e5m2 0x7E); fn formats
-  every bit but the sign (e4m3fn 0x7F).  from_bits decodes every NaN pattern to a NaN carrier
-  (sign and payload are not kept: carriers are ordinary floats).
+  range, and specials the format has; not negative in an unsigned format, not zero in a format
+  without zero); otherwise ValueError naming the first offending element (its index and value).
+  NaN is always accepted by the utilities (NaN in, NaN out) and by to_bits except for "none"
+  formats, which cannot encode it.  -0.0 is accepted by unsigned formats as their zero.
+* NaNs keep their sign and payload: to_bits gives a NaN its sign (signed formats) and, in ieee
+  formats, the all-ones exponent and the top m bits of the carrier's fraction (the quiet bit
+  alone when those are all zero, so that the pattern stays a NaN); fn formats have one NaN per
+  sign (e4m3fn 0x7F / 0xFF, the unsigned e8m0 0xFF).  from_bits decodes a NaN pattern to the
+  carrier NaN with that sign and the pattern's fraction as the top fraction bits, bit for bit
+  (signalling NaN patterns included), so to_bits(from_bits(p)) == p for every pattern p of a
+  format with subnormals.  softfloat.round's NaNs are quiet and keep the top m - 1 payload bits
+  (fp16: round(-nan) is 0xFE00's carrier).
 * Formats without subnormals (flush-to-zero): from_bits reads a pattern with a zero exponent
   field as a zero of its sign (denormals-are-zero); to_bits refuses values below 2^emin.
+  Formats without zero (e8m0) read the zero exponent field as the binade 2^-bias.
 * next_up(x): the least value of the format greater than x.  next_up(-0) = next_up(+0) = the
-  smallest positive value; next_up(-smallest) = -0.0; next_up(-Inf) = -max; next_up(+Inf) = +Inf;
-  next_up(+max) = +Inf in ieee formats, NaN in fn/none formats (no larger value exists).
-  next_down(x) = -next_up(-x).
+  smallest positive value; next_up(-smallest) = -0.0 (+smallest in a signed format without
+  zero); next_up(-Inf) = -max; next_up(+Inf) = +Inf; next_up(+max) = +Inf in ieee formats, NaN
+  in fn/none formats (no larger value exists).  next_down(x) = -next_up(-x) in signed formats;
+  in unsigned ones the greatest value below x, NaN below the smallest value (below 0 when the
+  format has a zero).
 * ulp(x) = 2^(max(exponent(x), emin) - m) (Goldberg/Harrison "quantum" definition): for x in
   [2^e, 2^(e+1)) the gap between consecutive values of that binade, 2^(emin - m) at zero and in
   the subnormal range (also for flush-to-zero formats); ulp(+-Inf) = +Inf, ulp(NaN) = NaN.
@@ -40,7 +48,7 @@ from enum import IntEnum
 import numpy as np
 
 from . import _kernels_bits as KB
-from ._kernels_round import CHUNK
+from ._driver import CHUNK
 from ._validate import as_float_array, check_format, finish
 
 __all__ = ["to_bits", "from_bits", "next_up", "next_down", "ulp", "exponent", "classify",
@@ -86,6 +94,10 @@ def _raise_first_bad(bad: np.ndarray, arr: np.ndarray, fmt, what: str):
                f"+-{fmt.max!r}); round it first with softfloat.round(x, fmt, mode)")
     elif status == KB.NO_INF:
         why = f"is infinite, and {fmt.name} (inf_nan={fmt.inf_nan!r}) has no infinity"
+    elif status == KB.NEGATIVE:
+        why = f"is negative, and {fmt.name} is unsigned (it has no negative values)"
+    elif status == KB.NO_ZERO:
+        why = f"is zero, and {fmt.name} has no zero (its smallest value is {fmt.tiny!r})"
     else:
         why = f"is NaN, and {fmt.name} (inf_nan='none') has no NaN encoding"
     raise ValueError(f"{what}: {where} = {float(val)!r} {why}")
@@ -94,16 +106,17 @@ def _raise_first_bad(bad: np.ndarray, arr: np.ndarray, fmt, what: str):
 def to_bits(values, fmt):
     """Bit patterns (fmt.bits_dtype: uint8/uint16/uint32/uint64) of values of ``fmt``.
 
-    ``values``: float arrays, Python floats or lists, each element exactly a value of the format.
-    NaN encodes as the canonical quiet NaN (see the module docstring).
+    ``values``: float arrays (or anything softfloat accepts as an array), each element exactly a
+    value of the format.  NaN keeps its sign and payload (see the module docstring).
     """
     fmt = check_format(fmt)
     arr = as_float_array(values, "values")
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.bits_dtype)
     bad = _bad_table(flat.size)
-    if flat.size:
-        KB.to_bits_kernel(flat, out, fmt.kernel_params(), bad)
+    # the carrier's own patterns (a view made here, not inside the parallel kernel)
+    xb = flat.view(np.uint32 if flat.dtype == np.float32 else np.uint64)
+    KB.run(KB.ToBits, fmt.kernel_params(), flat.size, xb, out, bad)
     _raise_first_bad(bad, arr, fmt, "to_bits")
     return finish(out, arr.shape)
 
@@ -162,43 +175,43 @@ def from_bits(bits, fmt):
     arr = _as_bits_array(bits, fmt)
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.carrier_dtype)
-    if flat.size:
-        KB.from_bits_kernel(flat, out, fmt.kernel_params())
+    ob = out.view(np.uint32 if out.dtype == np.float32 else np.uint64)
+    KB.run(KB.FromBits, fmt.kernel_params(), flat.size, flat, ob)
     return finish(out, arr.shape)
 
 
-def _unary(kernel, x, fmt, what, out_dtype=None, extra=()):
+def _unary(record, x, fmt, what, out_dtype=None, direction=0):
     fmt = check_format(fmt)
     arr = as_float_array(x)
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=out_dtype or fmt.carrier_dtype)
     bad = _bad_table(flat.size)
-    if flat.size:
-        kernel(flat, out, fmt.kernel_params(), *extra, bad)
+    KB.run(record, fmt.kernel_params(), flat.size, flat, out, bad, direction=direction)
     _raise_first_bad(bad, arr, fmt, what)
     return finish(out, arr.shape)
 
 
 def next_up(x, fmt):
     """IEEE nextUp: the least value of ``fmt`` greater than each element of x."""
-    return _unary(KB.next_kernel, x, fmt, "next_up", extra=(1,))
+    return _unary(KB.NextUpDown, x, fmt, "next_up", direction=1)
 
 
 def next_down(x, fmt):
-    """IEEE nextDown: the greatest value of ``fmt`` less than each element (-next_up(-x))."""
-    return _unary(KB.next_kernel, x, fmt, "next_down", extra=(-1,))
+    """IEEE nextDown: the greatest value of ``fmt`` less than each element (-next_up(-x) in
+    signed formats)."""
+    return _unary(KB.NextUpDown, x, fmt, "next_down", direction=-1)
 
 
 def ulp(x, fmt):
     """2^(max(exponent(x), emin) - m) for each value x of ``fmt`` (see the module docstring)."""
-    return _unary(KB.ulp_kernel, x, fmt, "ulp")
+    return _unary(KB.Ulp, x, fmt, "ulp")
 
 
 def exponent(x, fmt):
     """floor(log2 |x|) as float64 (-inf for zeros, +inf for Inf, NaN for NaN)."""
-    return _unary(KB.exponent_kernel, x, fmt, "exponent", out_dtype=np.float64)
+    return _unary(KB.Exponent, x, fmt, "exponent", out_dtype=np.float64)
 
 
 def classify(x, fmt):
     """int8 ``FloatClass`` codes of the values x of ``fmt``; names: ``CLASS_NAMES[code]``."""
-    return _unary(KB.classify_kernel, x, fmt, "classify", out_dtype=np.int8)
+    return _unary(KB.Classify, x, fmt, "classify", out_dtype=np.int8)

@@ -35,10 +35,13 @@ class FormatParams(NamedTuple):
     NamedTuple and reads its fields by name; the values are not compile-time constants, so one
     compilation serves every format).  Fields are plain ints and one float:
 
-    ``man_bits`` m, ``exp_bits`` e, ``bias`` 2^(e-1) - 1, ``emin`` 1 - bias, ``emax`` (see
-    Format), ``subnormals`` 1 = gradual underflow / 0 = flush to zero, ``inf_nan`` the code of
-    INF_NAN_STYLES (0 ieee, 1 fn, 2 none), ``saturate`` 1 = overflow gives +-max, ``maxval`` the
-    largest finite value as a float64.
+    ``man_bits`` m, ``exp_bits`` e, ``bias`` 2^(e-1) - 1, ``emin`` (1 - bias, or -bias in a
+    format without zero), ``emax`` (see Format), ``subnormals`` 1 = gradual underflow / 0 = none
+    (flush to zero), ``inf_nan`` the code of INF_NAN_STYLES (0 ieee, 1 fn, 2 none), ``saturate``
+    1 = overflow gives +-max, ``signed`` 1 = a sign bit / 0 = unsigned (no negative values),
+    ``zero`` 1 = the zero exponent field holds zero (and subnormals) / 0 = it is the normal
+    binade 2^-bias and the format has no zero, ``width`` the encoding's bit count, ``maxval``
+    the largest finite value as a float64.
     """
 
     man_bits: int
@@ -49,13 +52,16 @@ class FormatParams(NamedTuple):
     subnormals: int
     inf_nan: int
     saturate: int
+    signed: int
+    zero: int
+    width: int
     maxval: float
 
 
 @dataclass(frozen=True)
 class Format:
-    """A binary floating-point format: 1 sign bit, ``exp_bits`` exponent bits, ``man_bits``
-    stored fraction bits (precision p = man_bits + 1 with the implicit leading bit).
+    """A binary floating-point format: an optional sign bit, ``exp_bits`` exponent bits,
+    ``man_bits`` stored fraction bits (precision p = man_bits + 1 with the implicit leading bit).
 
     Parameters
     ----------
@@ -64,7 +70,8 @@ class Format:
     exp_bits : int
         Exponent field width, 2..11.
     man_bits : int
-        Stored fraction width, 1..52.
+        Stored fraction width, 0..52 (0: exponent-only formats such as e8m0; an "ieee" format
+        needs at least 1, to tell Inf from NaN).
     subnormals : bool
         True: gradual underflow (subnormals exist). False: flush-to-zero, the grid has no values
         strictly between 0 and the smallest normal 2^emin; see :mod:`softfloat.rounding` for how
@@ -73,7 +80,14 @@ class Format:
         Encoding of the specials (see ``INF_NAN_STYLES``).
     saturate : bool
         True: a result that overflows becomes the largest finite value (with its sign) in every
-        rounding mode, instead of Inf (ieee) or NaN (fn).
+        rounding mode, instead of Inf (ieee) or NaN (fn), and an infinite input becomes it too.
+    signed : bool
+        False: no sign bit (``bits`` = exp_bits + man_bits): the format holds no negative value
+        (e8m0, ue4m3).  Rounding a negative number gives NaN (see softfloat._roundpack).
+    zero : bool
+        False: the zero exponent field is an ordinary normal binade 2^(0 - bias), so emin = -bias
+        and the format has no zero (and no subnormals: ``subnormals`` must be False).  OCP's
+        E8M0 scale format is such a format.
     """
 
     name: str
@@ -82,6 +96,8 @@ class Format:
     subnormals: bool = True
     inf_nan: str = "ieee"
     saturate: bool = False
+    signed: bool = True
+    zero: bool = True
     # Derived fields, filled in __post_init__ (not part of the constructor or of equality).
     bias: int = field(init=False, compare=False)
     emin: int = field(init=False, compare=False)
@@ -95,29 +111,39 @@ class Format:
                 raise TypeError(f"Format {attr} must be an int, got {type(val).__name__}")
         if not 2 <= e <= 11:
             raise ValueError(f"Format exp_bits must be in 2..11, got {e}")
-        if not 1 <= m <= 52:
-            raise ValueError(f"Format man_bits must be in 1..52, got {m}")
+        if not 0 <= m <= 52:
+            raise ValueError(f"Format man_bits must be in 0..52, got {m}")
         if self.inf_nan not in INF_NAN_STYLES:
             raise ValueError(
                 f"Format inf_nan must be one of {sorted(INF_NAN_STYLES)}, got {self.inf_nan!r}")
-        if not isinstance(self.subnormals, (bool, np.bool_)):
-            raise TypeError("Format subnormals must be a bool")
-        if not isinstance(self.saturate, (bool, np.bool_)):
-            raise TypeError("Format saturate must be a bool")
+        for attr in ("subnormals", "saturate", "signed", "zero"):
+            if not isinstance(getattr(self, attr), (bool, np.bool_)):
+                raise TypeError(f"Format {attr} must be a bool, got "
+                                f"{type(getattr(self, attr)).__name__}")
         if not isinstance(self.name, str) or not self.name:
             raise ValueError("Format name must be a non-empty string")
-        # bias = 2^(e-1) - 1: fp16 (e=5) -> 15, bf16/fp32 (e=8) -> 127, e4m3 (e=4) -> 7.
+        if self.inf_nan == "ieee" and m == 0:
+            raise ValueError("an ieee-style format needs man_bits >= 1: its all-ones exponent "
+                             "tells Inf (fraction 0) from NaN (fraction != 0); use inf_nan='fn' "
+                             "or 'none' for an exponent-only format")
+        if not self.zero and self.subnormals:
+            raise ValueError("a format without zero (zero=False) has no subnormals either: its "
+                             "zero exponent field is a normal binade; pass subnormals=False")
+        # bias = 2^(e-1) - 1: fp16 (e=5) -> 15, bf16/fp32/e8m0 (e=8) -> 127, e4m3 (e=4) -> 7.
         bias = (1 << (e - 1)) - 1
         # The biased exponent 0 encodes zero/subnormals, so the smallest normal exponent is
-        # 1 - bias: fp16 -> -14, fp32/bf16 -> -126, e4m3 -> -6, e5m2 -> -14.
-        emin = 1 - bias
+        # 1 - bias: fp16 -> -14, fp32/bf16 -> -126, e4m3 -> -6, e5m2 -> -14.  Without zero the
+        # field 0 is itself a normal binade: emin = 0 - bias (e8m0 -> -127).
+        emin = (1 if self.zero else 0) - bias
         # ieee reserves the all-ones biased exponent (2^e - 1) for Inf/NaN, so the largest
         # normal biased exponent is 2^e - 2: fp16 -> 30 - 15 = 15.  fn and none use the
-        # all-ones exponent for finite numbers: e4m3fn -> 15 - 7 = 8.
+        # all-ones exponent for finite numbers: e4m3fn -> 15 - 7 = 8; but an fn format without
+        # fraction bits (e8m0) has a single pattern there, the NaN: e8m0 -> 254 - 127 = 127.
         top = (1 << e) - 1
-        emax = (top - 1 if self.inf_nan == "ieee" else top) - bias
-        if self.inf_nan == "ieee" and e < 2:
-            raise ValueError("an ieee-style format needs at least 2 exponent bits")
+        if self.inf_nan == "ieee" or (self.inf_nan == "fn" and m == 0):
+            emax = top - 1 - bias
+        else:
+            emax = top - bias
         object.__setattr__(self, "bias", bias)
         object.__setattr__(self, "emin", emin)
         object.__setattr__(self, "emax", emax)
@@ -130,7 +156,8 @@ class Format:
         object.__setattr__(self, "_params", FormatParams(
             man_bits=int(m), exp_bits=int(e), bias=int(bias), emin=int(emin), emax=int(emax),
             subnormals=int(bool(self.subnormals)), inf_nan=INF_NAN_STYLES[self.inf_nan],
-            saturate=int(bool(self.saturate)), maxval=self.max))
+            saturate=int(bool(self.saturate)), signed=int(bool(self.signed)),
+            zero=int(bool(self.zero)), width=int(self.bits), maxval=self.max))
 
     # ----- derived quantities -----------------------------------------------------------
     @property
@@ -140,21 +167,23 @@ class Format:
 
     @property
     def bits(self) -> int:
-        """Total encoding width 1 + exp_bits + man_bits (fp16: 16, tf32: 19, e4m3fn: 8)."""
-        return 1 + self.exp_bits + self.man_bits
+        """Total encoding width (sign) + exp_bits + man_bits (fp16: 16, tf32: 19, e4m3fn: 8,
+        the unsigned e8m0: 8, ue4m3: 7)."""
+        return int(self.signed) + self.exp_bits + self.man_bits
 
     @property
     def max(self) -> float:
-        """Largest finite value.
+        """Largest finite value: the largest significand times 2^(emax - m).
 
-        ieee / none: (2 - 2^-m) * 2^emax, e.g. fp16 (2 - 2^-10) * 2^15 = 65504,
+        ieee / none: all-ones fraction, (2 - 2^-m) * 2^emax, e.g. fp16 (2 - 2^-10) * 2^15 = 65504,
         bf16 (2 - 2^-7) * 2^127 ~ 3.3895e38.
-        fn: the all-ones mantissa at emax is NaN, so the largest mantissa is all-ones minus one:
-        (2 - 2^(1-m)) * 2^emax, e.g. e4m3fn (2 - 2^-2) * 2^8 = 1.75 * 256 = 448.
+        fn: the all-ones fraction at the all-ones exponent is NaN, so the largest fraction there
+        is all-ones minus one: (2 - 2^(1-m)) * 2^emax, e.g. e4m3fn (2 - 2^-2) * 2^8 = 448; with
+        m = 0 that binade is NaN only and emax is one lower (above): e8m0 1 * 2^127.
         """
         m = self.man_bits
-        frac = 2.0 - 2.0 ** (1 - m) if self.inf_nan == "fn" else 2.0 - 2.0 ** (-m)
-        return float(np.ldexp(frac, self.emax))
+        top_sig = (1 << (m + 1)) - (2 if self.inf_nan == "fn" and m > 0 else 1)
+        return float(np.ldexp(float(top_sig), self.emax - m))
 
     @property
     def tiny(self) -> float:
@@ -164,7 +193,7 @@ class Format:
     @property
     def smallest_subnormal(self) -> float:
         """Smallest positive value: 2^(emin - m) with subnormals (fp16: 2^(-14-10) = 2^-24),
-        else the smallest normal 2^emin."""
+        else the smallest normal 2^emin (e8m0: 2^-127, its smallest value: it has no zero)."""
         return float(np.ldexp(1.0, self.emin - self.man_bits)) if self.subnormals else self.tiny
 
     @property
@@ -210,16 +239,19 @@ class Format:
 
     def describe(self) -> str:
         """One-line human summary, e.g. for notebooks."""
-        return (f"{self.name}: 1+{self.exp_bits}+{self.man_bits} bits, bias {self.bias}, "
+        sign = "1+" if self.signed else "unsigned "
+        return (f"{self.name}: {sign}{self.exp_bits}+{self.man_bits} bits, bias {self.bias}, "
                 f"emin {self.emin}, emax {self.emax}, max {self.max:.6g}, "
                 f"tiny {self.tiny:.6g}, smallest {self.smallest_subnormal:.6g}, "
                 f"eps {self.eps:.6g}, inf_nan={self.inf_nan}, subnormals={self.subnormals}, "
-                f"saturate={self.saturate}")
+                f"saturate={self.saturate}, signed={self.signed}, zero={self.zero}")
 
     def __repr__(self):
+        extra = "".join(f", {k}={getattr(self, k)}" for k in ("signed", "zero")
+                        if not getattr(self, k))
         return (f"Format(name={self.name!r}, exp_bits={self.exp_bits}, "
                 f"man_bits={self.man_bits}, subnormals={self.subnormals}, "
-                f"inf_nan={self.inf_nan!r}, saturate={self.saturate})")
+                f"inf_nan={self.inf_nan!r}, saturate={self.saturate}{extra})")
 
 
 # ----- presets ---------------------------------------------------------------------------
@@ -243,6 +275,11 @@ FORMATS: dict[str, Format] = {
         Format("e2m1", 2, 1, inf_nan="none"),
         Format("e2m3", 2, 3, inf_nan="none"),
         Format("e3m2", 3, 2, inf_nan="none"),
+        # OCP MX v1.0 section 5.4.1: E8M0, the shared scale of MX blocks: unsigned, exponent
+        # only (bias 127), 0xFF = NaN, no zero and no Inf: values 2^-127 .. 2^127.
+        Format("e8m0", 8, 0, subnormals=False, inf_nan="fn", signed=False, zero=False),
+        # NVFP4's block scale: E4M3FN without its sign bit (7 bits, values 0 .. 448, 0x7F NaN).
+        Format("ue4m3", 4, 3, inf_nan="fn", signed=False),
     )
 }
 
@@ -257,6 +294,8 @@ _ALIASES = {
     "e2m1": ("fp4", "fp4_e2m1", "e2m1fn", "float4_e2m1fn"),
     "e2m3": ("fp6_e2m3", "e2m3fn", "float6_e2m3fn"),
     "e3m2": ("fp6_e3m2", "e3m2fn", "float6_e3m2fn"),
+    "e8m0": ("e8m0fnu", "float8_e8m0fnu", "ue8m0", "fp8_e8m0"),
+    "ue4m3": ("e4m3_unsigned", "ufp8_e4m3"),
 }
 _LOOKUP = {name: name for name in FORMATS}
 for _canon, _names in _ALIASES.items():

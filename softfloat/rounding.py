@@ -6,41 +6,31 @@ returns the carrier array (float32 when the format fits, else float64).  The rou
 overflow and underflow conventions and the NaN handling are documented in
 :mod:`softfloat._roundpack`, the single routine all operations share.
 
-float32 inputs to formats carried in float32 (fp16, bf16, tf32, the fp8 formats, ...) take a
-fast path (:mod:`softfloat._kernels_round_f32`) that works on the float32 bit patterns and gives
-the same results and flag counts as round_pack, bit for bit (tests/test_exhaustive.py checks all
-2^32 float32 inputs for fp16 and bf16); everything else calls round_pack per element.
+float32 and float64 inputs take the vectorised kernel (:mod:`softfloat._kernels_round_vec`)
+that works on the bit patterns and gives the same results and flag counts as round_value, bit
+for bit (tests/test_exhaustive.py checks all 2^32 float32 inputs for fp16 and bf16,
+tests/test_round_core.py every data class in every mode); formats with more than 50 fraction
+bits and int64/uint64 inputs call round_value (round_integer) per element.  A dask array is
+rounded lazily, chunk by chunk (softfloat._lazy), with the bits of the numpy call.
 
 Imports numpy and the softfloat kernels only.
 """
 
 from __future__ import annotations
 
-import builtins
-import functools
-
 import numpy as np
 
 from . import _kernels_round as K
-from . import _kernels_round_f32 as KF
-from ._validate import (as_float_array, check_flags, check_format, check_index_offset,
-                        check_mode, check_sr, finish)
+from . import _kernels_round_vec as KV
+from ._driver import SERIAL_MAX, flag_table  # noqa: F401  (SERIAL_MAX: re-exported, below)
+from ._lazy import is_dask_array, map_elementwise
+from ._validate import (as_input_array, check_flags, check_format, check_index_offset, check_mode,
+                        check_sr, finish)
 
 __all__ = ["round"]
 
-#: Arrays of at most this many elements are rounded on the calling thread: waking the parallel
-#: kernel's worker threads costs ~30-60 us, and the fast path rounds ~2.5 elements per ns on
-#: one thread, so below ~2^18 elements one thread finishes first (measured on 2 cores:
-#: 200K elements 105 us serial vs 129 us parallel; 1M 574 vs 372 us).  Training loops round
-#: thousands of such tensors.  Both kernels process the same chunks with the same random-bit
-#: indices, so the results do not depend on the choice.
-SERIAL_MAX = 1 << 18
-
-
-@functools.lru_cache(maxsize=256)
-def _fast_params(fmt, mode: int, rbits: int) -> np.ndarray:
-    """KF.fast_params, computed once per (format, mode, sr bits); the kernels never write it."""
-    return KF.fast_params(fmt, mode, rbits)
+# SERIAL_MAX (softfloat._driver's) is re-exported: the arithmetic's own kernels decide serial /
+# parallel with the same threshold.
 
 
 def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A001
@@ -49,10 +39,13 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A
 
     Parameters
     ----------
-    x : array_like of float (float16/32/64 arrays, Python floats or lists)
-    fmt : Format or str (e.g. "fp16", "bf16", "e4m3fn")
-    mode : rounding mode name or softfloat.Mode ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr")
-    seed : int, required for mode "sr"; the random bits of element i depend only on (seed, i)
+    x : array_like: float16/32/64 arrays, integer arrays (int64/uint64 beyond 2^53 included),
+        ml_dtypes arrays, Python floats, ints or lists; a dask array gives a dask array
+    fmt : Format or str (e.g. "fp16", "bf16", "e4m3fn", "e8m0")
+    mode : rounding mode name or softfloat.Mode ("rne", "rna", "rtz", "rup", "rdn", "rto", "sr",
+        "rhu")
+    seed : int, required for mode "sr" (and refused by the others); the random bits of element
+        i depend only on (seed, index_offset + i)
     sr_bits : int, random bits per stochastic rounding (default 24, at most 62)
     flags : softfloat.Flags, optional; receives the counts of raised IEEE flags
     index_offset : int, the global flat index of x's first element (default 0): element i
@@ -68,20 +61,37 @@ def round(x, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None,  # noqa: A
     key, rbits = check_sr(mode, seed, sr_bits)
     check_flags(flags)
     base = check_index_offset(index_offset)
-    arr = as_float_array(x)
+    if is_dask_array(x):
+        if flags is not None:
+            raise ValueError("round: flags= is not supported with a dask array (counting "
+                             "would compute it); round x.compute() for flag counts")
+        kw = dict(seed=seed, sr_bits=sr_bits)
+        return map_elementwise(lambda c, index_offset: round(c, fmt, mode, index_offset=
+                                                             index_offset, **kw),
+                               [x], dtype=fmt.carrier_dtype, index_offset=base, name="round")
+    arr = as_input_array(x)
     flat = arr.reshape(-1)
     out = np.empty(flat.size, dtype=fmt.carrier_dtype)
-    counts = np.zeros((builtins.max(K.n_chunks(flat.size), 1), K.NFLAGS), dtype=np.int64)
-    if flat.size and flat.dtype == np.float32 and out.dtype == np.float32 and fmt.man_bits < 23:
-        # Fast path on the float32 patterns (same results and flags as round_kernel).  The
-        # uint32 views are made here: writes through views made inside a parallel Numba
-        # function can be lost.
-        kern = KF.round_f32_serial if flat.size <= SERIAL_MAX else KF.round_f32_kernel
-        kern(flat.view(np.uint32), out.view(np.uint32), _fast_params(fmt, int(mode), rbits),
-             fmt.kernel_params(), key, base, flags is not None, counts)
-    elif flat.size:
-        K.round_kernel(flat, out, fmt.kernel_params(), int(mode), key, base, rbits,
-                       flags is not None, counts)
+    counts = flag_table(flat.size)
+    round_flat(flat, out, fmt, mode, key, rbits, base, counts, flags is not None)
     if flags is not None:
         flags._add_counts(counts, flat.size)
     return finish(out, arr.shape)
+
+
+def round_flat(flat, out, fmt, mode, key, rbits, base, counts, want_flags):
+    """out = round(flat) for a 1-d contiguous float32 / float64 / int64 / uint64 array into the
+    carrier array out; the kernel choice: the vectorised one where it applies, else round_value
+    element by element (same results, flags and random bits either way)."""
+    if flat.dtype == np.float32 and not KV.vec_supported(fmt, np.float32) and \
+            KV.vec_supported(fmt, np.float64):
+        flat = flat.astype(np.float64)           # exact: one kernel for float64 carriers
+    if flat.dtype.kind == "f" and KV.vec_supported(fmt, flat.dtype):
+        # The bit views are made here: writes through views made inside a parallel Numba
+        # function can be lost.
+        KV.round_vec(flat.view(np.uint32 if flat.dtype == np.float32 else np.uint64),
+                     out.view(np.uint32 if out.dtype == np.float32 else np.uint64),
+                     fmt, int(mode), key, base, rbits, want_flags, counts)
+    else:
+        K.round_kernel(flat, out, fmt.kernel_params(), int(mode), key, base, rbits,
+                       want_flags, counts)

@@ -118,8 +118,11 @@ def test_infinities_and_overflow():
     check(sf.mul, (300.0, 2.0), "e4m3fn", math.nan, {"overflow", "inexact"})
     check(sf.mul, (300.0, 2.0), "e4m3fn", 448.0, {"overflow", "inexact"}, "rtz")
     check(sf.mul, (300.0, 2.0), SAT, 448.0, {"overflow", "inexact"})
-    # An infinite operand in a format without Inf overflows like a converted Inf.
-    check(sf.add, (math.inf, 1.0), "e4m3fn", math.nan, {"overflow", "inexact"})
+    # An exact infinite result in a format without Inf is NaN and invalid, in every mode, as a
+    # converted Inf (OCP FP8 conversion rules); a saturating format gives +-max.
+    for mode in ("rne", "rtz", "rup", "rdn"):
+        check(sf.add, (math.inf, 1.0), "e4m3fn", math.nan, {"invalid"}, mode)
+        check(sf.add, (-math.inf, 1.0), SAT, -448.0, {"invalid"}, mode)
 
 
 def test_float64_operands_are_not_rounded_through_float32():
@@ -177,8 +180,12 @@ def test_scalar_broadcast_fast_path_matches_general_path():
 
 
 def test_bad_arguments():
-    with pytest.raises(TypeError, match="int64"):
-        sf.add(np.arange(3), 1.0, "fp16")
+    # integer arrays are operands (exact up to 2^53); beyond, a ValueError names the limit
+    assert sf.add(np.arange(3), 1.0, "fp16").tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(ValueError, match="2\\*\\*53"):
+        sf.add(np.array([2 ** 60 + 1]), 1.0, "fp16")
+    with pytest.raises(TypeError, match="complex"):
+        sf.add(np.arange(3) + 1j, 1.0, "fp16")
     with pytest.raises(TypeError, match="bool"):
         sf.mul(True, 1.0, "fp16")
     with pytest.raises(ValueError, match="broadcast"):

@@ -78,7 +78,10 @@ def check_against_scalar(op, args, fmt, mode, seed=11, rbits=None):
     return got.size
 
 
-@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+# (unsigned and zero-less formats, e8m0 and ue4m3, do not take the float32 passes: softfloat.arith
+# sends them to round_value.)
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f.signed and f.zero],
+                         ids=lambda f: f.name)
 @pytest.mark.parametrize("cls", CLASSES)
 def test_vectorised_passes_match_scalar_ops(cls, fmt):
     rng = np.random.default_rng(abs(hash((cls, fmt.name))) % 2**32)

@@ -35,17 +35,28 @@ def same_array(got, want):
 
 # ----- encodings ------------------------------------------------------------------------------
 
-def test_canonical_nans():
+def test_nans_keep_sign_and_payload():
     assert int(sf.to_bits(np.nan, "fp16")) == 0x7E00
-    assert int(sf.to_bits(-np.nan, "fp16")) == 0x7E00
+    assert int(sf.to_bits(-np.nan, "fp16")) == 0xFE00
     assert int(sf.to_bits(np.nan, "bf16")) == 0x7FC0
     assert int(sf.to_bits(np.float32(np.nan), "fp32")) == 0x7FC00000
     assert int(sf.to_bits(np.nan, "e4m3fn")) == 0x7F
+    assert int(sf.to_bits(-np.nan, "e4m3fn")) == 0xFF
     assert int(sf.to_bits(np.nan, "e5m2")) == 0x7E
     assert int(sf.to_bits(np.nan, "tf32")) == 0x3FE00
-    for name in ("fp16", "bf16", "e4m3fn", "e5m2", "tf32", "fp32"):
-        assert int(sf.to_bits(np.nan, name)) == oracle.value_to_bits(math.nan,
-                                                                     sf.get_format(name))
+    assert int(sf.to_bits(-np.nan, "e8m0")) == 0xFF               # unsigned: one NaN
+    # a float32 NaN with a payload: fp16 keeps the top 10 of its 23 fraction bits
+    x = np.array([0x7FC12345, 0xFF812345, 0x7F800001], np.uint32).view(np.float32)
+    assert sf.to_bits(x, "fp16").tolist() == [0x7E09, 0xFC09, 0x7E00]
+    assert sf.to_bits(x, "fp32").tolist() == x.view(np.uint32).tolist()
+    for name in ("fp16", "bf16", "e4m3fn", "e5m2", "tf32", "fp32", "e8m0", "ue4m3"):
+        fmt = sf.get_format(name)
+        for v in (np.nan, -np.nan, float(x[0]), float(x[1])):
+            assert int(sf.to_bits(v, fmt)) == oracle.value_to_bits(v, fmt), (name, v)
+    # from_bits keeps them, signalling ones included: 0x7C01 is fp16's signalling NaN 1
+    got = sf.from_bits(np.array([0x7C01, 0xFE00, 0x7E09], np.uint16), "fp16")
+    assert got.view(np.uint32).tolist() == [0x7F802000, 0xFFC00000, 0x7FC12000]
+    assert sf.to_bits(got, "fp16").tolist() == [0x7C01, 0xFE00, 0x7E09]
 
 
 def test_dtypes_and_shapes():
@@ -104,7 +115,8 @@ def test_to_bits_refuses_values_off_the_grid():
     with pytest.raises(ValueError):
         sf.to_bits([2.0 ** -25], "fp16")
     with pytest.raises(TypeError):
-        sf.to_bits(np.array([1], np.int32), "fp16")
+        sf.to_bits(np.array([1 + 1j]), "fp16")
+    assert sf.to_bits(np.array([1, -2], np.int32), "fp16").tolist() == [0x3C00, 0xC000]
 
 
 def test_from_bits_refuses_wide_or_bad_patterns():

@@ -27,7 +27,10 @@ CUSTOM = [sf.Format("ftz16", 5, 10, subnormals=False),
           sf.Format("e2m1", 2, 1, inf_nan="none"),
           sf.Format("ftz_e4m3fn", 4, 3, inf_nan="fn", subnormals=False),
           sf.Format("e5m52", 5, 52)]
-FORMATS = list(sf.FORMATS.values()) + CUSTOM
+# Formats with a sign and a zero: the histogram's "becomes 0" and overflow bands are theirs
+# (the unsigned / zero-less scale formats e8m0 and ue4m3 are left out).
+PRESETS = [f for f in sf.FORMATS.values() if f.signed and f.zero]
+FORMATS = PRESETS + CUSTOM
 
 
 def _around(x):
@@ -82,7 +85,7 @@ def _values(n=6000, seed=1):
     v = (rng.standard_normal(n) * 2.0 ** rng.uniform(-150, 126, n)).astype(np.float32)
     # every preset's edges (scaled by a few 2^-k) and their float32 neighbours
     edges = []
-    for f in sf.FORMATS.values():
+    for f in PRESETS:
         e = rounding_edges(f, "rne")
         for q in (e.zero, e.overflow):
             for k in (0, 3, 16):
@@ -97,7 +100,8 @@ def _values(n=6000, seed=1):
 @pytest.mark.parametrize("mode", ["rne", "rtz"])
 def test_recorded_counts_match_an_exact_cast_for_every_format(mode):
     v = _values()
-    h = ExponentHistogram("g", formats=list(sf.FORMATS) + CUSTOM[:3], mode=mode)
+    h = ExponentHistogram("g", formats=[f.name for f in PRESETS] + CUSTOM[:3],
+                          mode=mode)
     h.add(v[:2000])
     h.add(v[2000:])
     finite = v[np.isfinite(v) & (v != 0)].astype(np.float64)

@@ -324,7 +324,7 @@ def test_sr_is_unbiased_on_average():
     (dict(fmt="nvfp4", tensor_scale=-1.0), ValueError, "tensor_scale"),
     (dict(fmt="nvfp4", tensor_scale=1e-38), ValueError, "tensor_scale"),
     (dict(fmt="nvfp4", x=np.ones((4, 16))), ValueError, "float32"),
-    (dict(x=np.ones(4, np.int32)), TypeError, "dtype"),
+    (dict(x=np.ones(4, np.complex64)), TypeError, "dtype"),
     (dict(x=np.float32(1.0)), ValueError, "dimension"),
     (dict(index_offset=-1), ValueError, "index_offset"),
 ])

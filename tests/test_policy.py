@@ -98,7 +98,8 @@ def test_custom_format_objects_are_kept_and_round_trip_through_json():
     assert p.compute_format == "fp16"                     # a preset object becomes its name
     d = json.loads(p.to_json())
     assert d["activation_format"] == {"name": "e3m4", "exp_bits": 3, "man_bits": 4,
-                                      "subnormals": True, "inf_nan": "ieee", "saturate": False}
+                                      "subnormals": True, "inf_nan": "ieee", "saturate": False,
+                                      "signed": True, "zero": True}
     q = Policy.from_json(p.to_json())
     assert q == p and q.act == e3m4 and get_policy(d) == p
     assert "activations e3m4" in str(p)

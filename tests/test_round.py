@@ -258,7 +258,7 @@ def test_float64_is_not_rounded_through_float32():
     assert np.array_equal(sf.round(x, "fp64"), x)
 
 
-@pytest.mark.parametrize("bad", [np.array([1 + 1j]), np.array([1, 2]), np.array([True]),
+@pytest.mark.parametrize("bad", [np.array([1 + 1j]), np.array([True]),
                                  np.array([1.0], dtype=object), 1 + 2j, "1.0", None,
                                  np.array([1.0], dtype=np.longdouble)])
 def test_bad_input_types(bad):
@@ -309,10 +309,10 @@ def test_flag_counts():
 @pytest.mark.parametrize("mode", ["rne", "rtz", "rto", "sr"])
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn"])
 def test_serial_and_parallel_fast_paths_agree(monkeypatch, fmt, mode):
-    """Small arrays run on the calling thread (rounding.SERIAL_MAX); the bits and the flag
+    """Small arrays run on the calling thread (softfloat._driver.SERIAL_MAX); the bits and the flag
     counts must not depend on that choice, stochastic rounding included (several chunks,
     a short last one, subnormals, overflow and specials)."""
-    from softfloat import rounding
+    from softfloat import _driver
     rng = np.random.default_rng(7)
     n = 3 * K.CHUNK + 77
     x = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
@@ -322,7 +322,7 @@ def test_serial_and_parallel_fast_paths_agree(monkeypatch, fmt, mode):
     kw = {"seed": 11} if mode == "sr" else {}
     got = {}
     for label, limit in (("serial", n), ("parallel", 0)):
-        monkeypatch.setattr(rounding, "SERIAL_MAX", limit)
+        monkeypatch.setattr(_driver, "SERIAL_MAX", limit)
         fl = sf.Flags()
         r = sf.round(x, fmt, mode, flags=fl, **kw)
         got[label] = (r.view(np.uint32).copy(), fl.as_dict())

@@ -34,7 +34,15 @@ def round_elem(v, escale, EP, u):
     routine in softfloat.mx; the element format's FormatParams is rebuilt from EP (bias =
     1 - emin)."""
     fp = FormatParams(EP[0], EP[12], 1 - EP[1], EP[1], EP[2], EP[3], EP[4], EP[5],
+                      1, 1, 1 + EP[12] + EP[0],           # signed, with zero, width 1 + e + m
                       np.int64(EP[6]).view(np.float64))
+    if np.isinf(v):
+        # mx's own rule for an infinite element (unchanged): kept by ieee elements, else
+        # saturated to +-max and counted as such.  (round_value, with the OCP conversion
+        # rules, would give a saturating format +-max with INVALID instead.)
+        if EP[4] == 0:
+            return v, 0
+        return (-fp.maxval if v < 0 else fp.maxval), OVERFLOW | INEXACT
     return round_value(v, escale, fp, EP[10], u, EP[11])
 
 

@@ -1,0 +1,634 @@
+"""The vectorised conversion kernel: float32 or float64 input -> any format, from integer
+operations on the bit patterns that the compiler vectorises.
+
+Same results, bit for bit, and same flag counts as round_value element by element
+(softfloat._kernels_round), in every mode, for every input class (normal, subnormal results,
+underflow to zero, overflow, zeros, Inf, NaN, negative inputs of unsigned formats).  Written once
+for both input widths with softfloat._lanes: 32-bit lanes for float32 patterns, 64-bit lanes for
+float64 ones; the result patterns are those of the format's carrier (float32 or float64).
+tests/test_round_vec.py compares it with round_value on every data class in every mode, and the
+exhaustive test checks all 2^32 float32 inputs for fp16 and bf16.
+
+Notation.  W = 32 / 64 lane bits, F = 23 / 52 fraction bits, B = 127 / 1023 the input's bias; a
+the input's magnitude pattern, E = a >> F its biased exponent; m, emin, emax the format's; d = F - m
+the input fraction bits below the format's last place.  Patterns of a binary float are ordered
+like magnitudes and linear inside a binade, so rounding to p = m + 1 bits in a normal binade is
+"add an increment, clear the low d bits"; a carry out of the fraction bumps the exponent field,
+which is the next binade (1.11..1 + ulp = 10.0).  ``_round_at(x, s)`` rounds an integer at bit s
+with the mode's increment (half = 2^(s-1), low = 2^s - 1):
+    RNE half - 1 + (bit s);  RNA half;  RHU half, half - 1 for x < 0 (ties toward +inf);
+    RTZ 0;  RUP low if x > 0;  RDN low if x < 0;  RTO none, then OR bit s if inexact;
+    SR  (u >> (64 - k)) << (s - k), k = min(r, s): the top k of the 64 random bits u.
+SR proof: round_value rounds up iff floor(f * 2^r) + (u >> (64 - r)) >= 2^r, f = rem / 2^s.  If
+r >= s: floor(f 2^r) = rem 2^(r-s); write u >> (64-r) = A 2^(r-s) + B with A = u >> (64 - s),
+B < 2^(r-s); the sum (rem + A) 2^(r-s) + B reaches 2^r iff rem + A >= 2^s, i.e. iff adding A
+carries into bit s.  If r < s: rem = hi 2^(s-r) + lo, floor(f 2^r) = hi, and
+rem + A 2^(s-r) = (hi + A) 2^(s-r) + lo reaches 2^s iff hi + A >= 2^r.
+
+Each chunk is done in up to three passes, the later ones only over the span of elements an
+earlier one marked (while the chunk is in cache):
+Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), rounding at bit d and
+  overflow (the rounded pattern above pattern(max), every input >= 2^(emax+1) included; the
+  result is the mode's overflow value, computed once per call by round_pack's own
+  overflow_result).  Elements below 2^emin, zeros, Inf, NaN and negative inputs of unsigned
+  formats are marked.
+Pass 2 (``_full``), the marked elements, still vectorised, all cases:
+* ru, the rounding to p bits with an unbounded exponent (which decides tininess, and the result
+  of flush-to-zero formats): at bit d for normal inputs, at bit L - 1 - m (L the bit length of a,
+  from the exponent of a converted to float) for subnormal inputs;
+* rg, the rounding on the format's grid below 2^emin (subnormal formats): the input is
+  sig * 2^(E' - B - F) (E' = max(E, 1), sig with the hidden bit), rounded at the variable bit
+  drop = (emin - m) - (E' - B - F); a drop above F + 2 behaves like F + 2 in the deterministic
+  modes (sig < 2^(F+1) lies below half a quantum: q = 0 plus the mode's carry); stochastic
+  rounding there rounds up iff (sig >> (drop - k)) + (u >> (64 - k)) >= 2^k, k = min(r, drop)
+  (round_value's rule).  The result q * 2^(emin - m) is formed from the float of q (exact) by
+  adding emin - m to its exponent field, or, below the carrier's normal range, as
+  q << (emin - m + B + F - 1) (the carrier's subnormal patterns are linear);
+* underflow = inexact and tiny after rounding (ru < 2^emin: when the grid rounding stays below
+  2^emin the p-bit rounding does too, with the same random bits; see round_pack);
+* flush-to-zero formats: a tiny ru gives a signed zero (+-2^emin without zero), otherwise ru
+  (= 2^emin); zeros, Inf, NaN and negative inputs of unsigned formats get the per-call results
+  of round_value's rules (NaN: sign and top payload bits kept in ieee formats).
+Pass 3: round_value for what pass 2 could not decide: with 32-bit lanes only the 32 top random
+  bits are at hand, so stochastic rounding with r >= 32 far below the grid (k >= 32) is decided
+  here when those 32 bits do not already exclude rounding up (they do unless their top 8 bits
+  are all ones: at most 1/256 of those elements, and none with the default 24 bits).
+
+Imports numpy, numba and the sibling kernel modules only.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from ._driver import add_flag_counts, launch, record
+from ._kernels_bits import carrier_bits, store_carrier
+from ._primitives import F32_FRAC, F32_INF, F32_SIGN, F64_ABS, F64_EXP_FIELD, F64_FRAC, F64_HIDDEN
+from ._lanes import (vadd, vand, vfbits, vge, vgt, vlt, vmax, vmin, vne, vor, vsel, vshl, vshr,
+                     vsub, vtop, vxor, veq)
+from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
+                         UNDERFLOW, format_params_of, inf_result, overflow_result, round_value,
+                         zero_result)
+from .formats import FormatParams
+from .rng import random_bits
+
+__all__ = ["VecParams", "RoundVec", "vec_params", "round_vec", "vec_supported"]
+
+
+class VecParams(NamedTuple):
+    """Per-(format, mode, sr bits, lane width) constants of the vectorised kernel, made once by
+    :func:`vec_params`; every pattern field has the lane type (np.uint32 / np.uint64)."""
+
+    lane1: object    # 1
+    lane0: object    # 0
+    ones: object     # all bits set
+    W: object        # lane bits: 32 / 64
+    Wm1: object      # W - 1
+    W8: object       # W - 8
+    top8: object     # 0xFF
+    F: object        # input fraction bits: 23 / 52
+    abs_: object     # magnitude mask
+    inf: object      # pattern of Inf (the exponent field)
+    mf: object       # fraction mask
+    hid: object      # the implicit bit 2^F
+    quiet: object    # the quiet bit 2^(F-1)
+    qnan: object     # the positive quiet NaN
+    slow: object     # marker of elements left to the next pass: all ones (a NaN never produced)
+    # pass 1: rounding at the constant bit d
+    d: object
+    dm1: object           # d - 1
+    low: object
+    keep: object
+    c0: object
+    cpar: object
+    cpos: object
+    cneg: object
+    rto_lsb: object
+    sr_s1: object
+    sr_s2: object
+    # the format's range and its overflow results
+    tinybits: object
+    lean_min: object      # smallest pattern pass 1 rounds: max(tinybits, 2^F) (normal input)
+    maxbits: object
+    ovp: object
+    ovn: object
+    # rounding at a variable bit: masks selecting each mode's terms
+    m_half: object
+    m_rne: object
+    m_rhu: object
+    m_pos: object
+    m_neg: object
+    m_rto: object         # for a significand (q | 1 when inexact)
+    m_rto_pat: object     # for a pattern: 0 when m = 0 (bit d is the exponent's; p = 1 bit
+                          # significands are always odd, RTO truncates)
+    m_par_pat: object     # RNE parity mask for a pattern: m_rne, 0 when m = 0 (same reason)
+    par1_pat: object      # 1 in RNE when m = 0: the parity of a 1-bit significand
+    rbits_t: object
+    # signs, specials
+    neg_special: object   # the sign bit in unsigned formats (a negative input is special)
+    sgn_keep: object      # the sign bit in signed formats
+    nan_keep: object      # bits of a NaN input kept (with the quiet bit) in its result
+    nan_or: object        # bits set in every NaN result
+    nan_fl: object
+    inf_pos: object
+    inf_neg: object
+    inf_fl_pos: object
+    inf_fl_neg: object
+    zero_pos: object
+    zero_neg: object
+    zero_fl_pos: object
+    zero_fl_neg: object
+    low_out: object       # flushed magnitude: 0, or 2^emin in a format without zero
+    # below 2^emin
+    subn: bool
+    sub_full: bool        # emin below the input's: subnormal inputs under 2^emin need _full
+    c_bm: object          # B + m: subnormal input's rounding bit = (exponent of float(a)) - B - m
+    dbias: object         # emin - m + B + F: drop = dbias - max(E, 1)
+    fmax_drop: object     # F + 2
+    qe_shift: object      # (emin - m) << F, modulo 2^W
+    fq_norm_min: object   # (1 - (emin - m)) << F: float(q) patterns that stay normal
+    qsub_shift: object    # emin - m + B + F - 1 (capped at W - 1): carrier subnormal results
+    # flag bits in the lane type
+    f_inex: object
+    f_under: object
+    f_over: object
+    f_inv: object
+    mode: int
+    rbits: int
+    is_sr: bool
+
+
+def vec_supported(fmt, in_dtype) -> bool:
+    """Whether the vectorised kernel rounds ``in_dtype`` (float32 / float64) input to ``fmt``:
+    float32 input to formats carried in float32 with d = 23 - m >= 1; float64 input to formats
+    with m <= 50 (the 2^52 trick of vfbits needs q < 2^52)."""
+    if in_dtype == np.float32:
+        return fmt.carrier_dtype == np.float32 and fmt.man_bits <= 22
+    return fmt.man_bits <= 50
+
+
+def _pattern(value: float, lane) -> int:
+    """The input-width pattern of a float64 value (exact in the input width)."""
+    if lane == np.uint32:
+        return int(np.float32(value).view(np.uint32))
+    return int(np.float64(value).view(np.uint64))
+
+
+@functools.lru_cache(maxsize=512)
+def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
+    """The VecParams of fmt, mode and sr bits for uint32 (float32 input) or uint64 (float64
+    input) lanes, computed once; the kernels never write it."""
+    fp = fmt.kernel_params()
+    W, F, B = (32, 23, 127) if lane == np.uint32 else (64, 52, 1023)
+    mask = (1 << W) - 1
+    T = lane
+    m, emin = fp.man_bits, fp.emin
+    d = F - m
+    low = (1 << d) - 1
+    half = 1 << (d - 1)
+    k = min(rbits, d)
+    sign = 1 << (W - 1)
+    inf = ((1 << (W - F - 1)) - 1) << F
+    qnan = inf | (1 << (F - 1))
+
+    def pat(v):
+        """Pattern of a float64 result of round_value's rules, NaN as the signed quiet NaN."""
+        if np.isnan(v):
+            return (sign if np.signbit(v) else 0) | qnan
+        return _pattern(v, lane)
+
+    ov = [pat(overflow_result(neg, mode, fp)[0]) for neg in (False, True)]
+    (inf_p, inf_fl_p), (inf_n, inf_fl_n) = [inf_result(neg, fp) for neg in (False, True)]
+    (zero_p, zero_fl_p), (zero_n, zero_fl_n) = [zero_result(neg, fp) for neg in (False, True)]
+    tinybits = _pattern(2.0 ** emin, lane)
+    qe = emin - m
+    vals = dict(
+        lane1=1, lane0=0, ones=mask, W=W, Wm1=W - 1, W8=W - 8, top8=0xFF, F=F,
+        abs_=mask >> 1, inf=inf, mf=(1 << F) - 1, hid=1 << F, quiet=1 << (F - 1), qnan=qnan,
+        slow=mask,
+        d=d, dm1=d - 1, low=low, keep=mask ^ low,
+        # RNE adds half - 1 plus the last kept bit; with m = 0 that bit is the exponent's, not
+        # the significand's, and a 1-bit significand is always odd (1): ties go up, c0 = half.
+        c0={RNE: half - 1 if m > 0 else half, RNA: half, RHU: half - 1}.get(mode, 0),
+        cpar=1 if mode == RNE and m > 0 else 0,
+        cpos=low if mode == RUP else (1 if mode == RHU else 0),
+        cneg=low if mode == RDN else 0,
+        rto_lsb=(1 << d) if mode == RTO and m > 0 else 0,
+        sr_s1=(W - k) if k >= 1 else 0, sr_s2=d - k,
+        tinybits=tinybits, lean_min=max(tinybits, 1 << F), maxbits=_pattern(fp.maxval, lane),
+        ovp=ov[0], ovn=ov[1],
+        m_half=mask if mode in (RNE, RNA, RHU) else 0, m_rne=1 if mode == RNE else 0,
+        m_rhu=1 if mode == RHU else 0, m_pos=mask if mode == RUP else 0,
+        m_neg=mask if mode == RDN else 0, m_rto=mask if mode == RTO else 0,
+        m_rto_pat=mask if mode == RTO and m > 0 else 0,
+        m_par_pat=1 if mode == RNE and m > 0 else 0, par1_pat=1 if mode == RNE and m == 0 else 0,
+        rbits_t=rbits,
+        neg_special=0 if fp.signed else sign, sgn_keep=sign if fp.signed else 0,
+        nan_keep=(mask ^ low) if fp.inf_nan == 0 else 0,
+        nan_or=0 if fp.inf_nan == 0 else qnan,
+        nan_fl=INVALID if fp.inf_nan == 2 else 0,
+        inf_pos=pat(inf_p), inf_neg=pat(inf_n), inf_fl_pos=inf_fl_p, inf_fl_neg=inf_fl_n,
+        zero_pos=pat(zero_p), zero_neg=pat(zero_n), zero_fl_pos=zero_fl_p,
+        zero_fl_neg=zero_fl_n,
+        low_out=0 if fp.zero else tinybits,
+        c_bm=B + m, dbias=(emin - m + B + F) & mask, fmax_drop=F + 2,
+        qe_shift=(qe << F) & mask, fq_norm_min=(1 - qe) << F,
+        qsub_shift=min(qe + B + F - 1, W - 1) if qe + B + F - 1 >= 0 else 0,
+        f_inex=INEXACT, f_under=UNDERFLOW, f_over=OVERFLOW, f_inv=INVALID,
+    )
+    typed = {name: T(vals[name]) for name in vals}
+    return VecParams(**typed, subn=bool(fp.subnormals), sub_full=emin < 1 - B,
+                     mode=int(mode), rbits=int(rbits),
+                     is_sr=mode == SR)
+
+
+# ----- one element ---------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _round_at(x, s, neg, U, P, is_sr, m_rto, m_par, par1):
+    """(x with its low s bits rounded off in the mode of P, inexact); U the top lane bits of the
+    random bits (SR); m_rto the RTO mask (P.m_rto for a significand, P.m_rto_pat for a pattern);
+    the RNE parity is (bit s of x) & m_par | par1 (P.m_rne, 0 for a significand; P.m_par_pat,
+    P.par1_pat for a pattern, whose bit s is the exponent's when m = 0: a 1-bit significand is
+    always odd).
+    x + increment must not wrap (the callers' x are below 2^(W-1))."""
+    one = P.lane1
+    zero = P.lane0
+    bit = vshl(one, s)
+    low = vsub(bit, one)
+    inex = vne(vand(x, low), zero)
+    if is_sr:
+        k = vmin(P.rbits_t, s)
+        inc = vshl(vshr(U, vsub(P.W, vmax(k, one))), vsub(s, k))
+    else:
+        inc = vadd(vand(vshr(bit, one), P.m_half), vand(low, vsel(neg, P.m_neg, P.m_pos)))
+        inc = vsub(vadd(inc, vor(vand(vshr(x, s), m_par), par1)),
+                   vadd(P.m_rne, vsel(neg, P.m_rhu, zero)))
+    inc = vsel(inex, inc, zero)
+    r = vor(vand(vadd(x, inc), vxor(low, P.ones)), vsel(inex, vand(bit, m_rto), zero))
+    return r, inex
+
+
+@njit(cache=True, inline="always")
+def _round_d(a, neg, U, P, is_sr):
+    """(a rounded at the constant bit d, inexact): the normal-range rounding of pass 1, with the
+    increments of the module docstring precomputed per call.  No sum wraps: a < 2^(W-1),
+    increments < 2^d."""
+    if is_sr:
+        inc = vshl(vshr(U, P.sr_s1), P.sr_s2)
+    else:
+        inc = vadd(vadd(P.c0, vand(vshr(a, P.d), P.cpar)), vsel(neg, P.cneg, P.cpos))
+    inex = vne(vand(a, P.low), P.lane0)
+    return vor(vand(vadd(a, inc), P.keep), vsel(inex, P.rto_lsb, P.lane0)), inex
+
+
+@njit(cache=True, inline="always")
+def _lean(b, U, P, is_sr):
+    """Pass 1: (pattern, inexact, overflow, special) with special = left for pass 2 (below
+    2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at bit d otherwise.
+    Kept lean: this is the common case."""
+    a = vand(b, P.abs_)
+    sgn = vxor(b, a)
+    neg = vne(sgn, P.lane0)
+    rn, inex = _round_d(a, neg, U, P, is_sr)
+    special = vlt(a, P.lean_min) | vge(a, P.inf) | vne(vand(sgn, P.neg_special), P.lane0)
+    ovf = vgt(rn, P.maxbits)
+    out = vsel(special, P.slow, vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn)))
+    return out, inex & (not special), ovf & (not special), special
+
+
+@njit(cache=True, inline="always")
+def _grid_low(a, E, neg, U, P, is_sr):
+    """(rg, inexact, needs round_value): the rounding on the format's grid below 2^emin
+    (subnormal formats), at bit drop of sig (drop wraps for inputs above the subnormal range,
+    whose rg is not used; the clamps keep every shift in range)."""
+    one = P.lane1
+    zero = P.lane0
+    sig = vor(vand(a, P.mf), vsel(vne(E, zero), P.hid, zero))
+    drop = vsub(P.dbias, vmax(E, one))
+    dd = vmax(vmin(drop, P.fmax_drop), one)
+    rq, inexg = _round_at(sig, dd, neg, U, P, is_sr, P.m_rto, P.m_rne, P.lane0)
+    q = vshr(rq, dd)
+    slow = False
+    if is_sr:
+        far = vgt(drop, P.fmax_drop)
+        k = vmin(P.rbits_t, drop)
+        sh = vsub(drop, k)
+        t = vsel(vgt(sh, P.F), zero, vshr(sig, vmin(sh, P.F)))
+        wide = vge(k, P.W)                      # k > 31 random bits: not in a 32-bit lane
+        kk = vmax(vmin(k, P.Wm1), one)
+        up = vge(vadd(t, vshr(U, vsub(P.W, kk))), vshl(one, kk)) & (not wide)
+        q = vsel(far, vsel(up, one, zero), q)
+        inexg = inexg | far
+        slow = far & wide & (not vlt(vshr(U, P.W8), P.top8))
+    fq = vfbits(q)
+    rg = vsel(vne(q, zero),
+              vsel(vge(fq, P.fq_norm_min), vadd(fq, P.qe_shift), vshl(q, P.qsub_shift)), zero)
+    return rg, inexg, slow
+
+
+@njit(cache=True, inline="always")
+def _finish(a, sgn, neg, ru, inexu, rg, inexg, P):
+    """(pattern, flag bits, below) from the unbounded rounding ru and the grid rounding rg:
+    overflow, the ranges, and the specials; below = a finite nonzero input of an allowed sign
+    under 2^emin (the only kind whose result may still need round_value)."""
+    zero = P.lane0
+    tiny = vlt(ru, P.tinybits)
+    big = vge(a, P.tinybits)
+    f_ui = vor(P.f_under, P.f_inex)
+    # below 2^emin: the grid rounding (subnormal formats), else the flush (tiny) or 2^emin
+    low_mag = vsel(P.subn, rg, vsel(tiny, P.low_out, ru))
+    low_fl = vsel(P.subn, vsel(inexg, vsel(tiny, f_ui, P.f_inex), zero),
+                  vsel(tiny, f_ui, P.f_inex))
+    mag = vsel(big, ru, low_mag)
+    fl = vsel(big, vsel(inexu, P.f_inex, zero), low_fl)
+    ovf = vgt(ru, P.maxbits)
+    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, mag))
+    fl = vsel(ovf, vor(P.f_over, P.f_inex), fl)
+    # specials, last one first
+    negbad = vne(vand(sgn, P.neg_special), zero)
+    out = vsel(negbad, P.qnan, out)
+    fl = vsel(negbad, P.f_inv, fl)
+    iszero = veq(a, zero)
+    out = vsel(iszero, vsel(neg, P.zero_neg, P.zero_pos), out)
+    fl = vsel(iszero, vsel(neg, P.zero_fl_neg, P.zero_fl_pos), fl)
+    isinf = veq(a, P.inf)
+    out = vsel(isinf, vsel(neg, P.inf_neg, P.inf_pos), out)
+    fl = vsel(isinf, vsel(neg, P.inf_fl_neg, P.inf_fl_pos), fl)
+    isnan = vgt(a, P.inf)
+    nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+    out = vsel(isnan, nan, out)
+    fl = vsel(isnan, P.nan_fl, fl)
+    below = not (isnan | isinf | iszero | negbad | big)
+    return out, fl, below
+
+
+@njit(cache=True, inline="always")
+def _common(b, U, P, is_sr):
+    """Pass 2: (pattern, flag bits, needs _full) of any input pattern b.  The unbounded
+    rounding ru is the rounding at bit d for normal inputs; a subnormal input is either far
+    below 2^emin (tiny whatever ru) or, when the format's emin is the input's (bf16, tf32), in
+    the input's subnormal binade just below 2^emin, whose p-bit quantum is bit d - 1.  Only
+    a subnormal input below 2^emin of a format whose emin is below the input's (e8m0: emin
+    -127) needs _full (its p-bit rounding bit varies)."""
+    a = vand(b, P.abs_)
+    sgn = vxor(b, a)
+    neg = vne(sgn, P.lane0)
+    E = vshr(a, P.F)
+    rn, inexn = _round_d(a, neg, U, P, is_sr)
+    rs, inexs = _round_at(a, P.dm1, neg, U, P, is_sr, P.m_rto_pat, P.m_par_pat,
+                         P.par1_pat)
+    normal_in = vne(E, P.lane0)
+    ru = vsel(normal_in, rn, rs)
+    rg, inexg, slow = _grid_low(a, E, neg, U, P, is_sr)
+    out, fl, below = _finish(a, sgn, neg, ru, (inexn & normal_in) | (inexs & (not normal_in)),
+                             rg, inexg, P)
+    need = (slow | ((not normal_in) & P.sub_full)) & below
+    return out, fl, need
+
+
+@njit(cache=True, inline="always")
+def _full(b, U, P, is_sr):
+    """Pass 3: (pattern, flag bits, needs round_value) of any input pattern b, ru at the exact
+    p-bit rounding bit of every input: d for normal inputs, L - 1 - m for subnormal ones (L - 1
+    = the exponent of a converted to float, minus B; nothing to round when that is negative)."""
+    zero = P.lane0
+    a = vand(b, P.abs_)
+    sgn = vxor(b, a)
+    neg = vne(sgn, zero)
+    E = vshr(a, P.F)
+    normal_in = vne(E, zero)
+    fe = vshr(vfbits(vand(a, P.mf)), P.F)
+    s_u = vsel(normal_in, P.d, vsel(vgt(fe, P.c_bm), vsub(fe, P.c_bm), zero))
+    ru, inexu = _round_at(a, s_u, neg, U, P, is_sr, P.m_rto_pat, P.m_par_pat,
+                           P.par1_pat)
+    rg, inexg, slow = _grid_low(a, E, neg, U, P, is_sr)
+    out, fl, below = _finish(a, sgn, neg, ru, inexu, rg, inexg, P)
+    return out, fl, slow & below
+
+
+# ----- output: the carrier's patterns ------------------------------------------------------
+
+_U29 = np.uint64(29)
+_U52 = np.uint64(52)
+_HI32 = np.uint64(32)
+# float32 fields widened to uint64 lanes (the one definition is softfloat._primitives')
+_SIGN32 = np.uint64(F32_SIGN)
+_INF32 = np.uint64(F32_INF)
+_FRAC32 = np.uint64(F32_FRAC)
+_NORM_OFF = np.uint64(896 << 23)   # (1023 - 127) << 23: float64 -> float32 exponent field
+_E_NORM = np.uint64(897)           # biased float64 exponent of 2^-126, float32's smallest normal
+_E_SUB = np.uint64(926)            # 1023 - 127 + 30: float32 subnormal shift = 926 - E
+_U63 = np.uint64(63)
+
+
+@njit(cache=True)
+def narrow_bits(p):
+    """float32 pattern of the float64 pattern p of a value that a float32 holds exactly (or of
+    Inf / a NaN, whose top 23 fraction bits are kept): integer operations only, no float
+    conversion (a subnormal float32 result costs some x86 cores a microcode assist)."""
+    a = p & F64_ABS
+    e = a >> _U52
+    norm = (a >> _U29) - _NORM_OFF                                 # exponent rebiased
+    special = ((a >> _U29) & _FRAC32) | _INF32
+    sub = ((a & F64_FRAC) | F64_HIDDEN) >> min(_E_SUB - e, _U63)         # 0 for a = 0
+    r = special if a >= F64_EXP_FIELD else (norm if e >= _E_NORM else sub)
+    return np.uint32(((p >> _HI32) & _SIGN32) | r)
+
+
+def to_out(o, os):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(to_out)
+def _to_out_impl(o, os):
+    """A lane result as an element of the output view os (float32 / float64 carrier bits)."""
+    if o == os.dtype:
+        return lambda o, os: o
+    if o == types.uint64 and os.dtype == types.uint32:
+        return lambda o, os: narrow_bits(o)
+    return None
+
+
+def out_mark(os):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(out_mark, inline="always")
+def _out_mark_impl(os):
+    """The marker of an element left to a later pass: all ones, a NaN no rounding produces."""
+    if os.dtype == types.uint32:
+        return lambda os: np.uint32(0xFFFFFFFF)
+    return lambda os: np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+# ----- the passes over a chunk ---------------------------------------------------------------
+# A chunk is processed in blocks of BLOCK elements.  Pass 1 (lean) marks elements; a later pass
+# runs only on the blocks still holding marked elements (so a few specials cost a few blocks,
+# not the chunk) and rewrites only the marked ones.  When most of the first PROBE blocks hold
+# marks (gradient-like or NaN-sprinkled data), pass 1 is skipped for the rest of the chunk and
+# pass 2 computes every element ("all").  Every pass counts the flags of the elements it
+# settles, so the counts do not depend on these choices, nor do the results.
+
+#: Elements per block: 2^8 (16 zmm vectors of float32 patterns), 64 blocks per chunk.
+BLOCK = 256
+#: Blocks of pass 1 that decide whether a chunk is dense in specials.
+PROBE = 4
+
+
+@njit(cache=True, inline="always")
+def _bit(fl, f, P):
+    """1 (lane type) when the flag f is in fl, else 0."""
+    return vsel(vne(vand(fl, f), P.lane0), P.lane1, P.lane0)
+
+
+@njit(cache=True, inline="always")
+def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
+    """Pass 1 over a block: writes every result, marks the rest; returns how many it marked."""
+    zero = P.lane0
+    mark = out_mark(os)
+    n_inex = zero
+    n_over = zero
+    n_mark = zero
+    for j in range(xs.size):
+        U = vtop(random_bits(key, base + j), zero) if is_sr else zero
+        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr)
+        os[j] = vsel(sp, mark, to_out(o, os))
+        n_mark = vadd(n_mark, vsel(sp, P.lane1, zero))
+        if want_flags:
+            n_inex = vadd(n_inex, vsel(inex | ovf, P.lane1, zero))
+            n_over = vadd(n_over, vsel(ovf, P.lane1, zero))
+    if want_flags:
+        counts[c, 0] += np.int64(n_inex)
+        counts[c, 2] += np.int64(n_over)
+    return np.int64(n_mark)
+
+
+@njit(cache=True, inline="always")
+def _settle_block(xs, os, P, key, base, counts, c, is_sr, want_flags, level, every):
+    """Pass 2 (level 2: _common) or 3 (level 3: _full) over a block: the marked elements (or,
+    with ``every``, all of them) get their results, except those the level cannot decide,
+    which stay marked; returns how many stay marked."""
+    zero = P.lane0
+    mark = out_mark(os)
+    n_left = zero
+    n_inex = zero
+    n_under = zero
+    n_over = zero
+    n_inv = zero
+    for j in range(xs.size):
+        U = vtop(random_bits(key, base + j), zero) if is_sr else zero
+        if level == 2:
+            o, fl, left = _common(xs[j], U, P, is_sr)
+        else:
+            o, fl, left = _full(xs[j], U, P, is_sr)
+        todo = True if every else os[j] == mark
+        os[j] = vsel(todo & (not left), to_out(o, os), vsel(todo, mark, os[j]))
+        n_left = vadd(n_left, vsel(todo & left, P.lane1, zero))
+        if want_flags:
+            fl = vsel(todo & (not left), fl, zero)
+            n_inex = vadd(n_inex, _bit(fl, P.f_inex, P))
+            n_under = vadd(n_under, _bit(fl, P.f_under, P))
+            n_over = vadd(n_over, _bit(fl, P.f_over, P))
+            n_inv = vadd(n_inv, _bit(fl, P.f_inv, P))
+    if want_flags:
+        counts[c, 0] += np.int64(n_inex)
+        counts[c, 1] += np.int64(n_under)
+        counts[c, 2] += np.int64(n_over)
+        counts[c, 3] += np.int64(n_inv)
+    return np.int64(n_left)
+
+
+@njit(cache=True)
+def _value_block(xs, os, base, c, k, counts):
+    """round_value for the elements still marked (never a NaN input: those pass 2 decides),
+    with the random bits round_kernel would use."""
+    mark = out_mark(os)
+    fp = format_params_of(k)
+    for j in range(xs.size):
+        x = np.uint64(carrier_bits(xs, j)).view(np.float64)
+        if os[j] == mark and x == x:
+            u = random_bits(k.key, base + j) if k.is_sr else np.uint64(0)
+            r, fl = round_value(x, 0, fp, k.mode, u, k.rbits)
+            store_carrier(os, j, np.float64(r).view(np.uint64))
+            if k.want_flags:
+                add_flag_counts(counts, c, fl)
+
+
+@njit(cache=True, inline="always")
+def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
+    """All passes over one chunk (see above)."""
+    P = k
+    n = xs.size
+    nb = (n + BLOCK - 1) // BLOCK
+    left = np.zeros(nb, np.int64)
+    nprobe = min(PROBE, nb)
+    marked_blocks = 0
+    for b in range(nprobe):
+        lo = b * BLOCK
+        hi = min(n, lo + BLOCK)
+        left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c, is_sr,
+                              want_flags)
+        marked_blocks += left[b] > 0
+    dense = 2 * marked_blocks > nprobe
+    for b in range(nprobe, nb):
+        lo = b * BLOCK
+        hi = min(n, lo + BLOCK)
+        if dense:
+            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
+                                    is_sr, want_flags, 2, True)
+        else:
+            left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
+                                  is_sr, want_flags)
+    for level in (2, 3):
+        for b in range(nb):
+            if left[b] == 0 or (level == 2 and dense and b >= nprobe):
+                continue
+            lo = b * BLOCK
+            hi = min(n, lo + BLOCK)
+            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
+                                    is_sr, want_flags, level, False)
+    for b in range(nb):
+        if left[b] != 0:
+            lo = b * BLOCK
+            hi = min(n, lo + BLOCK)
+            _value_block(xs[lo:hi], os[lo:hi], base + lo, c, k, counts)
+
+
+@njit(cache=True)
+def _vec_chunk(k, lo, hi, c, xb, ob, counts):
+    """Round elements [lo, hi) of the input patterns xb into the output patterns ob."""
+    xs = xb[lo:hi]
+    os = ob[lo:hi]
+    base = k.base + lo
+    if k.is_sr:
+        if k.want_flags:
+            _chunk_passes(k, xs, os, base, counts, c, True, True)
+        else:
+            _chunk_passes(k, xs, os, base, counts, c, True, False)
+    elif k.want_flags:
+        _chunk_passes(k, xs, os, base, counts, c, False, True)
+    else:
+        _chunk_passes(k, xs, os, base, counts, c, False, False)
+
+
+#: The call record of the vectorised kernel (see softfloat._driver): VecParams' fields, the
+#: format's (FormatParams, for round_value in pass 3), the stochastic-rounding key, the global
+#: index of element 0 and whether flags are counted.
+RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields
+                  + ("key", "base", "want_flags"), _vec_chunk, __name__)
+
+
+def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
+    """ob = patterns of round(x) for the input patterns xb (1-d uint32 / uint64 views of the
+    float32 / float64 input, made by the caller) into the carrier patterns ob (uint32 / uint64
+    views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
+    table.  Requires vec_supported(fmt, input dtype)."""
+    p = vec_params(fmt, int(mode), int(rbits), xb.dtype.type)
+    launch(RoundVec(*p, *fmt.kernel_params(), np.uint64(key), int(base), bool(want_flags)),
+           xb.size, xb, ob, counts)

@@ -1,0 +1,118 @@
+"""Integer lane operations written once for uint32 and uint64 lanes.
+
+A kernel written with these functions compiles to 32-bit lanes for float32 bit patterns and to
+64-bit lanes for float64 ones, from the same source: on uint32 operands each is the 32-bit
+intrinsic of softfloat's intrinsic layer (Numba would widen plain uint32 arithmetic to 64 bits,
+halving the SIMD width), on uint64 operands the plain Numba operation.  The rounding kernels of
+softfloat._kernels_round_vec are written with them.
+
+    vand vor vxor vadd vsub vshl vshr      a op b (both operands of the lane type)
+    vlt vle vgt vge veq vne                unsigned comparisons (boolean results)
+    vsel(c, a, b)                          a if c else b, one select
+    vmin vmax                              unsigned min / max
+    vfbits(q)                              the bit pattern of the float of the lane's width
+                                           (float32 / float64) equal to the integer q; q must be
+                                           below 2^31 (uint32) or 2^52 (uint64): exact
+    vtop(u, like)                          the top bits of the 64 random bits u as a lane value
+                                           of ``like``'s type (32 of them, or all 64)
+
+Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
+
+Imports numpy, numba and softfloat's intrinsic layer (softfloat._intrinsics) only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32,
+                          shr32, sub32, xor32)
+
+__all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
+           "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop"]
+
+# 2^52 as a float64 and its pattern: (2^52 + q) - 2^52 = q exactly for q < 2^52, and the
+# pattern of 2^52 + q is 0x4330000000000000 + q (q fills the fraction).
+_TWO52 = 4503599627370496.0
+_TWO52_BITS = np.uint64(0x4330000000000000)
+_U32 = np.uint64(32)
+
+
+def _lane_op(name: str, op32, op64):
+    """An overloaded binary lane operation: op32 on uint32 pairs, op64 on uint64 pairs."""
+    def fn(a, b):
+        raise NotImplementedError("only callable from Numba-compiled code")
+    fn.__name__ = fn.__qualname__ = name
+
+    @overload(fn, inline="always")
+    def _impl(a, b):
+        if a == types.uint32 and b == types.uint32:
+            return lambda a, b: op32(a, b)
+        if a == types.uint64 and b == types.uint64:
+            return op64
+        return None
+    return fn
+
+
+vand = _lane_op("vand", and32, lambda a, b: a & b)
+vor = _lane_op("vor", or32, lambda a, b: a | b)
+vxor = _lane_op("vxor", xor32, lambda a, b: a ^ b)
+vadd = _lane_op("vadd", add32, lambda a, b: a + b)
+vsub = _lane_op("vsub", sub32, lambda a, b: a - b)
+vshl = _lane_op("vshl", shl32, lambda a, b: a << b)
+vshr = _lane_op("vshr", shr32, lambda a, b: a >> b)
+vlt = _lane_op("vlt", lt32, lambda a, b: a < b)
+vle = _lane_op("vle", njit(inline="always")(lambda a, b: ge32(b, a)), lambda a, b: a <= b)
+vgt = _lane_op("vgt", gt32, lambda a, b: a > b)
+vge = _lane_op("vge", ge32, lambda a, b: a >= b)
+veq = _lane_op("veq", eq32, lambda a, b: a == b)
+vne = _lane_op("vne", ne32, lambda a, b: a != b)
+vmin = _lane_op("vmin", njit(inline="always")(lambda a, b: sel32(lt32(a, b), a, b)),
+               lambda a, b: min(a, b))
+vmax = _lane_op("vmax", njit(inline="always")(lambda a, b: sel32(gt32(a, b), a, b)),
+                lambda a, b: max(a, b))
+
+
+def vsel(c, a, b):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(vsel, inline="always")
+def _vsel_impl(c, a, b):
+    if a == types.uint32 and b == types.uint32:
+        return lambda c, a, b: sel32(c, a, b)
+    if a == types.uint64 and b == types.uint64:
+        return lambda c, a, b: a if c else b
+    return None
+
+
+def vfbits(q):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(vfbits, inline="always")
+def _vfbits_impl(q):
+    if q == types.uint32:
+        # int32 -> float32 (vcvtdq2ps on every x86 vector ISA); exact for q < 2^24 and the
+        # correctly rounded float otherwise (callers read only the exponent of larger ones)
+        return lambda q: np.float32(np.int32(q)).view(np.uint32)
+    if q == types.uint64:
+        # AVX2 has no int64 -> float64 vector conversion: the 2^52 trick instead
+        return lambda q: np.float64(np.uint64(_TWO52_BITS + q).view(np.float64)
+                                    - _TWO52).view(np.uint64)
+    return None
+
+
+def vtop(u, like):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(vtop, inline="always")
+def _vtop_impl(u, like):
+    if like == types.uint32:
+        return lambda u, like: lo32(u >> _U32)
+    if like == types.uint64:
+        return lambda u, like: u
+    return None
