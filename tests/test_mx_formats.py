@@ -114,3 +114,30 @@ def test_nan_is_where_they_differ_and_the_oracle_sides_with_softfloat(name, ml, 
     assert np.isnan(want) and "invalid" in flags         # the oracle: no value of the format
     with pytest.raises(ValueError):
         sf.to_bits(np.array([ours]), f)                  # and it cannot be encoded
+
+
+def test_scale_codes_are_softfloats_e8m0_and_ue4m3():
+    """The kernels' scale codes mean what softfloat's e8m0 and ue4m3 presets say: every code
+    decodes alike, and a quantized tensor's scales are its scale codes decoded by the presets
+    (independently of mx's own decoding)."""
+    from softfloat import mx
+    from softfloat.mx._tensor import scale_values
+
+    codes = np.arange(256, dtype=np.uint8)
+    want = np.asarray(sf.from_bits(codes, "e8m0"), dtype=np.float64)
+    assert np.array_equal(want[:255], 2.0 ** (np.arange(255) - 127.0)) and np.isnan(want[255])
+    got = scale_values(mx.get_block_format("mxfp8_e4m3"), codes).astype(np.float64)
+    assert np.array_equal(got, want, equal_nan=True)
+    u = np.arange(128, dtype=np.uint8)
+    e4m3 = np.asarray(sf.from_bits(u, "e4m3fn"), dtype=np.float64)   # the sign bit left off
+    ue = np.asarray(sf.from_bits(u, "ue4m3"), dtype=np.float64)
+    assert np.array_equal(ue, e4m3, equal_nan=True)
+    got = scale_values(mx.get_block_format("nvfp4"), u).astype(np.float64)
+    assert np.array_equal(got, ue, equal_nan=True)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((8, 64)) * 2.0 ** rng.integers(-40, 40, (8, 64))).astype(np.float32)
+    for fmt, preset, kw in (("mxfp4_e2m1", "e8m0", {}),
+                            ("nvfp4", "ue4m3", {"tensor_scale": 2.0 ** -20})):
+        q = mx.quantize(x, fmt, **kw)
+        dec = np.asarray(sf.from_bits(q.scale_bits, preset), dtype=np.float32)
+        assert np.array_equal(q.scales.view(np.uint32), dec.view(np.uint32))
