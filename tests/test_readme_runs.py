@@ -139,3 +139,22 @@ def test_mnist_instructions_match_the_loader_and_its_error(tmp_path, monkeypatch
     _fake_mnist(tmp_path / "data" / "mnist")
     assert _run(train + ["--steps", "2"]) == 0
     assert "mnist-o2-static: train loss" in capsys.readouterr().out
+
+
+def test_the_quick_tour_runs_and_says_what_it_shows():
+    """The Quick tour's code runs as written, and the values its comments state are the
+    values it computes."""
+    (code,) = _blocks(_section("## Quick tour"), "python")
+    ns = {}
+    exec(compile(code, "README.md (Quick tour)", "exec"), ns)
+    sf, np_ = ns["sf"], ns["np"]
+    fp16 = ns["fp16"]
+    assert (fp16.max, fp16.tiny, fp16.smallest_subnormal, fp16.eps) == (
+        65504.0, 2.0 ** -14, 2.0 ** -24, 2.0 ** -10)
+    r = sf.round(ns["x"], fp16)
+    assert np_.isinf(r[:2]).all() and r[2] == 0 and np_.signbit(r[3])
+    assert float(sf.round(70000.0, fp16, "rtz")) == 65504.0
+    assert ns["f"].underflow == 1 and ns["f"].overflow == 1
+    assert int(sf.to_bits(sf.round(1.0, fp16), fp16)) == 0x3C00
+    assert float(sf.add(ns["a"], ns["b"], "bf16", "rtz")) == 1.0
+    assert ns["q"].format.name == "nvfp4" and ns["q"].scale_bits.dtype == np_.uint8
