@@ -18,7 +18,7 @@ softfloat._kernels_round_vec are written with them.
 
 Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
 
-Imports numpy, numba and softfloat's intrinsic layer (softfloat._intrinsics) only.
+Imports numpy, numba, softfloat._intrinsics and softfloat._primitives (constants) only.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from numba.extending import overload
 
 from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32,
                           shr32, sub32, xor32)
+from ._primitives import U64_0, U64_1
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
            "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop"]
@@ -84,7 +85,9 @@ def _vsel_impl(c, a, b):
     if a == types.uint32 and b == types.uint32:
         return lambda c, a, b: sel32(c, a, b)
     if a == types.uint64 and b == types.uint64:
-        return lambda c, a, b: a if c else b
+        # a mask select, not ``a if c else b``: an inlined conditional expression leaves a phi
+        # variable Numba's IR checks warn about (NumbaIRAssumptionWarning) on every compile
+        return lambda c, a, b: (a & (U64_0 - np.uint64(c))) | (b & (np.uint64(c) - U64_1))
     return None
 
 
