@@ -33,7 +33,6 @@ from models.cli import main
 from models.repro import experiments
 from models.repro import studies as studies_mod
 from models.repro.runs import Runner, RunsFailed, load_run, plan_runs
-from models.sweep import local_cluster
 from models.sweep_exec import load_record
 from models.trainer import Trainer
 
@@ -83,21 +82,6 @@ def _tiny():
     finally:
         numba.set_num_threads(old)
         mp.undo()
-
-
-@pytest.fixture(scope="module")
-def client():
-    from distributed import Client
-
-    cluster = local_cluster(2)
-    try:
-        c = Client(cluster, timeout="60s")
-        try:
-            yield c
-        finally:
-            c.close()
-    finally:
-        cluster.close()
 
 
 def _reproduce(out, **kw):

@@ -35,7 +35,7 @@ import pytest
 from models.checkpoint import arrays_equal, load_checkpoint
 from models.idx import write_idx
 from models.cli import main
-from models.sweep import SpecError, local_cluster, run
+from models.sweep import SpecError, run
 from models.sweep_exec import load_record, load_result
 from models.trainer import Trainer
 
@@ -60,21 +60,6 @@ def _watchdog():
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
-
-
-@pytest.fixture(scope="module")
-def client():
-    from distributed import Client
-
-    cluster = local_cluster(2)
-    try:
-        c = Client(cluster, timeout="60s")
-        try:
-            yield c
-        finally:
-            c.close()
-    finally:
-        cluster.close()
 
 
 @pytest.fixture(scope="module")
