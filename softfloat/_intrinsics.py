@@ -176,16 +176,31 @@ _VS = ir.VectorType(_I16, _NS)
 _VSROW = ir.VectorType(_I16, LANES)
 
 
-def _vector_type(name, llty):
-    class _T(types.Type):
-        def __init__(self):
-            super().__init__(name=name)
+class TileVector(types.Type):
+    """The Numba type of one explicit LLVM vector of the tile kernel (its LLVM type in
+    _LLVM_TYPES, by name).  Defined at module level on purpose: Numba's cache pickles the types
+    in a compiled function's signature, and a class made inside a function is pickled by value,
+    so another process would unpickle it as a NEW class whose types never equal this module's.
+    That process then fails to compile any kernel mixing a cached callee's vector with a fresh
+    one ("Cannot unify I16x32 and I16x32"): seen when two Dask workers shared a cache, one
+    loading what the other had just written.  A module-level class pickles by reference."""
 
-    @register_model(_T)
-    class _M(models.PrimitiveModel):
-        def __init__(self, dmm, fe_type):
-            super().__init__(dmm, fe_type, llty)
-    return _T()
+    def __init__(self, name):
+        super().__init__(name=name)
+
+
+_LLVM_TYPES = {}
+
+
+@register_model(TileVector)
+class _TileVectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _LLVM_TYPES[fe_type.name])
+
+
+def _vector_type(name, llty):
+    _LLVM_TYPES[name] = llty
+    return TileVector(name)
 
 
 #: The Numba types (names carry the width: a cache entry never mixes two shapes).

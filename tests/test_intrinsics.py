@@ -4,6 +4,7 @@ once, checked against exact rational arithmetic."""
 
 from __future__ import annotations
 
+import sys
 from fractions import Fraction
 
 import numpy as np
@@ -173,3 +174,54 @@ def test_absmax16_is_the_largest_magnitude_pattern():
     want = (pats & np.uint32(0x7FFFFFFF)).reshape(64, 16).max(axis=1)
     assert np.array_equal(out, want)
     assert out[0] == 0 and out[1] == 0x7F800000 and out[2] > 0x7F800000
+
+
+_CACHE_MODULE = '''
+from numba import njit
+from softfloat._intrinsics import sadd, sany_ult, sload, smax
+
+
+@njit(cache=True)
+def code(a, o):
+    return sadd(sload(a, o), sload(a, o))
+
+
+@njit(cache=True)
+def first(a, o, c):
+    return sany_ult(code(a, o), c)
+
+
+@njit(cache=True)
+def top(a, o, c):
+    s = code(a, o)
+    for _ in range(2):
+        s = smax(s, sload(a, o))
+    return sany_ult(s, c)
+'''
+
+
+def test_vector_types_survive_the_cache_across_processes(tmp_path):
+    """A process that compiles a kernel whose cached callee returns a tile vector must get this
+    module's vector type back from the cache.  The first process compiles and caches ``code``
+    (through ``first``);
+    the second loads it and compiles ``top`` around it.  With the vector types' class made
+    inside a function (as before), the second process failed: "Cannot unify I16x32 and I16x32"
+    (seen in `mpemu reproduce` with two Dask workers sharing a cache)."""
+    import os
+    import pickle
+    import subprocess
+
+    from softfloat._intrinsics import ACCV, F64V, I16V
+    for t in (F64V, ACCV, I16V):
+        assert pickle.loads(pickle.dumps(t)) == t          # pickled by reference
+    (tmp_path / "tilecache_mod.py").write_text(_CACHE_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.getcwd()]))
+    setup = ("import numpy as np, tilecache_mod as m; "
+             "from softfloat._intrinsics import ROWS, LANES; "
+             "a = np.arange(4 * ROWS * LANES, dtype=np.int16); ")
+    for call in ("print(int(m.first(a, 0, 5)))", "print(int(m.top(a, 0, 5)))"):
+        r = subprocess.run([sys.executable, "-c", setup + call], env=env, cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "1"                          # lane 0 holds 0 + 0 < 5
