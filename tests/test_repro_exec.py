@@ -95,7 +95,7 @@ def serial(tmp_path_factory):
     return out
 
 
-def _strip(obj, drop=("wall_s", "train_s", "command")):
+def _strip(obj, drop=("wall_s", "train_s", "command", "reused_runs")):
     if isinstance(obj, dict):
         return {k: _strip(v, drop) for k, v in obj.items() if k not in drop}
     if isinstance(obj, list):
@@ -245,6 +245,10 @@ def test_a_failed_run_is_named_and_retried(serial, tmp_path, monkeypatch):
     _reproduce(out)
     assert load_record(out / "runs" / bad)["status"] == "ok"
     assert _results(out) == _results(serial)
+    # the report says that the timing covers only the last invocation
+    assert json.loads((out / "results.json").read_text())["reused_runs"] == 7
+    assert json.loads((serial / "results.json").read_text())["reused_runs"] == 0
+    assert "reused 7 runs finished by an earlier one" in (out / "report.md").read_text()
 
 
 def test_conflicting_plan_is_refused_and_another_only_reuses_runs(serial, tmp_path,

@@ -13,7 +13,8 @@ import pytest
 
 from models.repro import experiments
 from models.repro import studies as studies_mod
-from models.repro.report import fmt_pm
+from models.repro.aggregate import summary
+from models.repro.report import WINDOW_TOP, fmt_edge, fmt_pm
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -127,3 +128,12 @@ def test_results_hold_the_numbers(tiny_run):
     assert deep["depth_curve"]["depths"] == [2, 4]
     master = next(m for m in res["models"] if m["key"] == "master")
     assert master["natural"]["update_ratio"]["below_2^-11"]["n"] == 2
+
+
+def test_window_edges_say_where_a_seed_never_reaches_them():
+    """A seed whose gradients never reach 99.9% survival (edge None) is named, not averaged
+    away into the other seeds' mean or shown as "2^nan"."""
+    assert fmt_edge(summary([7, 7, 12, 8, 9])) == "2^8.6"
+    assert fmt_edge(summary([None, None, 11, 11, None])) == (
+        f"2^11 (2 of 5 seeds; not reached by 2^{WINDOW_TOP} in the others)")
+    assert fmt_edge(summary([None] * 5)) == f"not reached by 2^{WINDOW_TOP}"

@@ -45,6 +45,14 @@ def _environment():
             "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
+def _finished_before(plan, out_dir) -> int:
+    """How many runs of the plan an earlier invocation finished (kept, not run again)."""
+    from ..sweep_exec import load_record
+
+    recs = (load_record(os.path.join(out_dir, "runs", rid)) for rid, _ in plan)
+    return sum(1 for rec in recs if rec is not None and rec["status"] in ("ok", "diverged"))
+
+
 def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, workers=None,
               scheduler=None, client=None, threads=1):
     """Run the studies and write report.md, results.json and the PNG figures into out_dir.
@@ -69,6 +77,7 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, work
                          "client the existing cluster's workers run the reproduction")
     plan = plan_runs(specs, seeds)
     check_plan(plan, out_dir)
+    reused = _finished_before(plan, out_dir)
     results = run_plan(plan, specs, out_dir, client=client, scheduler=scheduler,
                        workers=workers, threads=threads, progress=progress)
     t_runs = time.perf_counter() - t0
@@ -83,7 +92,7 @@ def reproduce(out_dir, *, quick=True, only=None, progress=True, seeds=None, work
     mn = mnist_dir()
     res = {"title": "Mixed Precision Training, reproduced at small scale",
            "profile": profile, "command": cmd, "seeds": list(seeds), "runs": len(plan),
-           "wall_s": time.perf_counter() - t0, "train_s": t_runs,
+           "wall_s": time.perf_counter() - t0, "train_s": t_runs, "reused_runs": reused,
            "environment": _environment(), "findings": found,
            "needs_device": needs_device(found), "figures": extra_figures, "models": models,
            "mnist": {"dir": mn, "used": any(m["key"].startswith("mnist") for m in models),

@@ -18,7 +18,11 @@ import os
 
 from ..atomic import write_atomic
 from ..jsonio import json_safe
+from .gradstats import LOG2_SCALES
 from .paper import CITATION, PAPER_NATURAL, PAPER_TABLES
+
+#: The largest loss scale (log2) of the window measurement: an edge not reached up to it is None.
+WINDOW_TOP = int(LOG2_SCALES[-1])
 
 __all__ = ["fmt_num", "fmt_pm", "json_safe", "table", "write_report", "write_results_json"]
 
@@ -26,6 +30,19 @@ __all__ = ["fmt_num", "fmt_pm", "json_safe", "table", "write_report", "write_res
 def write_results_json(out_dir, results):
     return write_atomic(os.path.join(out_dir, "results.json"),
                         json.dumps(json_safe(results), indent=1, allow_nan=False) + "\n")
+
+
+def fmt_edge(s, digits=4):
+    """A loss-scale window edge over the seeds (a :func:`aggregate.summary` of log2 scales, None
+    where a seed's gradients never reach it up to 2^WINDOW_TOP): "2^mean", saying in how many
+    seeds it was not reached (a mean over the other seeds would hide them)."""
+    n, nf = len(s["values"]), s["n_finite"]
+    if nf == 0:
+        return f"not reached by 2^{WINDOW_TOP}"
+    text = f"2^{fmt_num(s['mean'], digits)}"
+    if nf < n:
+        text += f" ({nf} of {n} seeds; not reached by 2^{WINDOW_TOP} in the others)"
+    return text
 
 
 def fmt_num(v, digits=4, pct=False):
@@ -99,8 +116,8 @@ def _glance(models):
                          fmt_pm(k["below"], pct=True, digits=5),
                          fmt_pm(k["to_zero"], pct=True, digits=5),
                          fmt_pm(k["subnormal"], pct=True),
-                         f"2^{fmt_num(k['window_low']['mean'], 3)} .. "
-                         f"2^{fmt_num(k['window_high']['mean'], 3)}", ""])
+                         f"{fmt_edge(k['window_low'], 3)} .. {fmt_edge(k['window_high'], 3)}",
+                         ""])
     if len(rows) == 2:
         return []
     head = ["study", "gradients", "exactly zero (of all)", "below 2^-24 (of non-zero)",
@@ -153,7 +170,11 @@ def write_report(out_dir, results):
 
     r = results
     env = r["environment"]
-    head = (f"Profile **{r['profile']}**, produced by `{r['command']}` in {r['wall_s']:.0f} s "
+    reused = r.get("reused_runs", 0)
+    took = f"in {r['wall_s']:.0f} s" if not reused else (
+        f"in {r['wall_s']:.0f} s for the last invocation, which reused {reused} runs finished "
+        "by an earlier one (the time of the whole reproduction is the sum)")
+    head = (f"Profile **{r['profile']}**, produced by `{r['command']}` {took} "
             f"({r['runs']} training runs: every configuration with seeds "
             f"{', '.join(map(str, r['seeds']))}) on {env['cpus']} CPU core(s) (Python "
             f"{env['python']}, numpy {env['numpy']}). Every number below is also in "

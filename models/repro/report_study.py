@@ -14,7 +14,7 @@ import math
 from .aggregate import within_spread
 from .paper import PAPER_NATURAL
 from .recipestats import recipe_section
-from .report import fmt_num, fmt_pm, table
+from .report import fmt_edge, fmt_num, fmt_pm, table
 
 __all__ = ["dfp_section", "mnist_section", "study_section"]
 
@@ -123,8 +123,8 @@ def _window(m):
     if nat.get("window"):
         parts = []
         for kind, k in nat["kinds"].items():
-            parts.append(f"{KIND[kind]}: 99.9% survive from 2^{fmt_num(k['window_low']['mean'])}"
-                         f", no overflow up to 2^{fmt_num(k['window_high']['mean'])}")
+            parts.append(f"{KIND[kind]}: 99.9% survive from {fmt_edge(k['window_low'])}"
+                         f", no overflow up to {fmt_edge(k['window_high'])}")
         lines += ["Share of the fp32 run's non-zero gradients that survive an fp16 cast after "
                   "multiplying by 2^k (neither zero nor infinite), and the share that overflows "
                   "(paper, Fig. 3 [S][G]: a scale of 8 suffices for SSD, 32K recovers all but "
