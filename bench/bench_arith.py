@@ -8,12 +8,12 @@ NaN/Inf sprinkled), plus "sr" rows for add and mul.  Each row's baseline is nump
 operation on the same arrays in the same run (a + b, a * b, a / b, np.sqrt(a), and a * b + c for
 fma: numpy has no fused multiply-add), and ratio = seconds / baseline seconds (issue #13's bars:
 add/mul <= 2, div and sqrt <= 3, fma <= 4).  sqrt's operand is |a|.  Each row also gives
-``scalar``, the share of elements the arithmetic's passes leave to element-by-element code (the
-scalar ops, or round_value for stochastic rounding outside the normal range; see
-softfloat._kernels_arith_f32.kind_counts), and the first row the CPU the kernels were compiled
-for (NUMBA_CPU_NAME=haswell times the AVX2 code path on an AVX-512 host).  Best of a few repeats
-after one warm-up call (Numba compilation is excluded), with short idle gaps between libraries so
-the thread pools do not fight over the cores.
+``scalar``, the share of elements the arithmetic's passes leave to the scalar ops (see
+softfloat._kernels_arith_f32.kind_counts; the rounding itself is sf.round's vectorised
+kernel), and the first row the CPU the kernels were compiled for (NUMBA_CPU_NAME=haswell times
+the AVX2 code path on an AVX-512 host).  Best of a few repeats after one warm-up call (Numba
+compilation is excluded), with short idle gaps between libraries so the thread pools do not
+fight over the cores.
 
 Run as a script to print the table: ``python bench/bench_arith.py``.
 """
@@ -109,7 +109,7 @@ def run() -> list[dict]:
                     t = _best(_sf(op, x, b, c, fmt, mode))
                     row = {"name": f"sf.{op} {fmt} {mode} {cls}", "seconds": t,
                            "baseline": base_name, "ratio": t / base,
-                           "scalar": f"{(kinds[KV.SCALAR] + kinds[KV.ELEMENTWISE]) / N:.3%}"}
+                           "scalar": f"{kinds[KV.SCALAR] / N:.3%}"}
                     if not rows[0].get("cpu"):
                         rows[0]["cpu"] = _cpu_name()
                     rows.append(row)

@@ -60,8 +60,9 @@ from ._primitives import (U64_0, U64_1, bit_length64, fold_odd, frexp1, mul64to1
 from ._roundpack import DIVBYZERO, INVALID, RDN, round_value
 
 #: Operation codes of the array kernels.  MUL_EXACT is mul for operands whose float64 product is
-#: exact (float32 operands); the API picks it.
-ADD, SUB, MUL, MUL_EXACT, DIV, SQRT, FMA = 0, 1, 2, 3, 4, 5, 6
+#: exact (float32 operands), FMA_EXACT likewise fma whose a * b is exact in float64 (float32 a and
+#: b): the API picks them.
+ADD, SUB, MUL, MUL_EXACT, DIV, SQRT, FMA, FMA_EXACT = 0, 1, 2, 3, 4, 5, 6, 7
 
 @njit(cache=True)
 def _nan_result(fp, flags):
@@ -312,3 +313,27 @@ def fma_scalar(a, b, c, fp, mode, u, rbits):
         e0 += nbits - 53
     v = np.float64(slo)                                   # < 2^53: exact
     return round_value(-v if neg else v, e0, fp, mode, u, rbits)
+
+
+# ----- dispatch ----------------------------------------------------------------------------------
+@njit(cache=True)
+def scalar_op(op, x, y, z, fp, mode, u, rbits):
+    """round(x (op) y) (z unused), round(sqrt(x)) (y, z unused) or round(x * y + z), for the
+    operation code op: the one element-by-element entry of the array kernels."""
+    if op == ADD:
+        return add_scalar(x, y, fp, mode, u, rbits)
+    if op == SUB:
+        return sub_scalar(x, y, fp, mode, u, rbits)
+    if op == MUL_EXACT:
+        return mul_exact_scalar(x, y, fp, mode, u, rbits)
+    if op == MUL:
+        return mul_scalar(x, y, fp, mode, u, rbits)
+    if op == DIV:
+        return div_scalar(x, y, fp, mode, u, rbits)
+    if op == SQRT:
+        return sqrt_scalar(x, fp, mode, u, rbits)
+    if op == FMA_EXACT:
+        p = np.float64(x) * np.float64(y)
+        if p == p:                        # the exact product (not NaN): fma is an add
+            return add_scalar(p, z, fp, mode, u, rbits)
+    return fma_scalar(x, y, z, fp, mode, u, rbits)

@@ -13,7 +13,6 @@ For float32 operands x is never needed in full: a proxy that rounds like x is en
   provably exact, and kind SCALAR where they might not be.  Twice the SIMD lanes of value64.
 * ``ro_grid32(v)``: RO53(x) -> RO24(x) (round to odd composes: RO24(RO53(x)) = RO24(x), since
   a 24-bit odd rounding lies strictly between the same 24-bit neighbours).
-* ``normal64(v, ...)``: round_value(v) when v's exponent lies in the format's normal range.
 
 Why the proxies are enough (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums:
 proved algorithms using rounding to odd", IEEE TC 2008): rounding RO_k(x) to p <= k - 2 bits
@@ -41,9 +40,8 @@ from numba import njit
 
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB
 from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sub32
-from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_ABS, F64_FRAC_BITS,
-                          F64_SIGN, U64_0, U64_1, fold_odd_nb, two_sum_err)
-from ._roundpack import RDN, RHU, RNA, RNE, RTO, RUP, SR
+from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_SIGN, fold_odd_nb,
+                          two_sum_err)
 
 # Element kinds, the loops' uint8 marks (typed uint8 so that selecting among them stays one byte
 # wide in the SIMD lanes).
@@ -218,64 +216,3 @@ def lean32(op, a, b, c, rdn):
         v, ovf = ro_grid32(vv)
         kind = SCALAR if (ovf & (kind == OK)) else kind
     return v, kind
-
-
-# ----- float64 pattern rounding in the normal range (stochastic rounding, p > 22) -----------------
-
-@njit(cache=True)
-def normal64_consts(fp, mode, rbits):
-    """Constants of normal64 for the format fp, the mode and the SR bit count r:
-    (d, keep, c0, c1, cpos, cneg, rtobit, elo, ehi, s1, s2); see normal64."""
-    d = np.uint64(52 - fp.man_bits)
-    low = (U64_1 << d) - U64_1
-    half = U64_1 << (d - U64_1)
-    c0 = U64_0
-    c1 = U64_0
-    cpos = U64_0
-    cneg = U64_0
-    if mode == RNE:
-        c0 = half - U64_1
-        c1 = U64_1
-    elif mode == RNA:
-        c0 = half
-    elif mode == RHU:
-        c0 = half - U64_1                 # ties toward +inf: half for positives (cpos = 1),
-        cpos = U64_1                      # half - 1 (ties truncate) for negatives
-    elif mode == RUP:
-        cpos = low
-    elif mode == RDN:
-        cneg = low
-    rtobit = (U64_1 << d) if mode == RTO else U64_0
-    r = np.uint64(rbits if mode == SR else 1)
-    return (d, ~low, c0, c1, cpos, cneg, rtobit, np.int64(fp.emin + 1023),
-            np.int64(fp.emax + 1023), np.uint64(64) - r, d - r)
-
-
-@njit(cache=True, inline="always")
-def normal64(v, C, is_sr, u):
-    """(float32 pattern, inexact, in_range) of round_value(v, 0, ...) for a float64 v whose
-    binary exponent E lies in [emin, emax) -- no underflow (|v| >= 2^emin), no overflow (the
-    result is at most 2^(E+1) <= 2^emax <= max) -- or v == +-0 (in_range); not computed for
-    other v.  There rounding to p bits is rounding v's 64-bit pattern at bit d = 52 - m: add an
-    increment to the magnitude's pattern and clear the d low bits (a carry out of the fraction
-    bumps the exponent field: 1.11..1 + ulp = 10.0).  Increments, half = 2^(d-1), low = 2^d - 1:
-      RNE half - 1 + (last kept bit); RNA half; RTZ 0; RUP low if v > 0; RDN low if v < 0;
-      RTO none, then OR the last kept bit with "remainder != 0"; RHU half if v > 0, half - 1 if
-      v < 0; SR with r random bits (r < d: r <= 51 - p = 50 - m): (u >> (64 - r)) << (d - r).
-    SR proof: round_value rounds up iff floor(rem / 2^(d-r)) + A >= 2^r, A = u >> (64 - r);
-    writing rem = hi 2^(d-r) + lo (lo < 2^(d-r)), rem + A 2^(d-r) = (hi + A) 2^(d-r) + lo
-    reaches 2^d iff hi + A >= 2^r: the same decision.  The rounded value is on a float32
-    carrier's grid and normal in float32: its float32 conversion is exact."""
-    (d, keep, c0, c1, cpos, cneg, rtobit, elo, ehi, s1, s2) = C
-    bits = np.float64(v).view(np.uint64)
-    mag = bits & F64_ABS
-    E = np.int64(mag >> F64_FRAC_BITS)
-    rem = mag & ~keep
-    if is_sr:
-        inc = (u >> s1) << s2
-    else:
-        inc = c0 + (((mag >> d) & U64_1) * c1) + (cneg if bits != mag else cpos)
-    r = ((mag + inc) & keep) | (rtobit if rem != U64_0 else U64_0)
-    pat = np.float32(np.uint64((bits ^ mag) | r).view(np.float64)).view(np.uint32)
-    in_range = ((E >= elo) & (E < ehi)) | (mag == U64_0)
-    return pat, rem != U64_0, in_range

@@ -1,13 +1,19 @@
-"""Numba array kernels of the emulated arithmetic (elementwise add/sub/mul/div, sqrt, fma).
+"""The arithmetic's array kernels (add, sub, mul, div, sqrt, fma) and their one entry, ``run``.
 
-Takes only arrays and integers.  Operands are 1-d contiguous float32/float64 arrays that are
-either full length (step 1) or a single broadcast element (step 0); the Python wrapper
-(softfloat.arith) expands any other broadcasting.  As in softfloat._kernels_round, work is split
-into fixed chunks of CHUNK elements processed by ``prange``; each chunk writes its own row of flag
-counts, and stochastic rounding draws the bits of output element i from (key, base + i), so results
-and counts do not depend on the number of threads.  These kernels serve float64 operands and
-float64 carriers; float32 operands into float32 carriers take the vectorised passes of
-softfloat._kernels_arith_f32 (same results and flags).
+Operands are 1-d contiguous float32 or float64 arrays (all of one dtype), each either full length
+(step 1) or a single broadcast element (step 0); the Python wrapper (softfloat.arith) expands any
+other broadcasting.  Both kernels run on the one chunked driver (softfloat._driver): fixed chunks,
+one row of flag counts per chunk, stochastic-rounding bits of output element i drawn from
+(key, base + i), one thread for small arrays; results and counts never depend on the thread
+count.
+
+* float32 operands into a float32 carrier of a signed format with a zero and m >= 1: the
+  vectorised passes of softfloat._kernels_arith_f32 (exact-result proxies rounded by sf.round's
+  own vectorised kernel);
+* everything else (float64 operands or carriers, unsigned / zero-less / 1-bit-significand
+  formats): ``_each_chunk``, softfloat._arith's scalar op on every element (it ends in
+  round_value).  The two give the same results and flag counts where both apply
+  (tests/test_arith_fast.py).
 
 Imports numpy, numba and the sibling kernel modules only.
 """
@@ -15,81 +21,54 @@ Imports numpy, numba and the sibling kernel modules only.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from ._arith import (ADD, DIV, FMA, MUL, MUL_EXACT, SQRT, SUB, add_scalar, div_scalar,
-                     fma_scalar, mul_exact_scalar, mul_scalar, sqrt_scalar, sub_scalar)
-from ._kernels_round import CHUNK, add_flag_counts
-from ._roundpack import SR
+from . import _kernels_arith_f32 as KV
+from ._arith import ADD, DIV, FMA, FMA_EXACT, MUL, MUL_EXACT, SQRT, SUB, scalar_op
+from ._driver import add_flag_counts, launch, record
+from ._roundpack import SR, format_params_of
+from .formats import FormatParams
 from .rng import random_bits
 
 # The operation codes (softfloat._arith's) are part of this module's interface.
-__all__ = ["ADD", "DIV", "FMA", "MUL", "MUL_EXACT", "SQRT", "SUB", "binary_kernel", "fma_kernel",
-           "sqrt_kernel"]
+__all__ = ["ADD", "DIV", "FMA", "FMA_EXACT", "MUL", "MUL_EXACT", "SQRT", "SUB", "run",
+           "vectorised"]
 
 
-@njit(parallel=True, cache=True)
-def binary_kernel(op, a, sa, b, sb, out, fp, mode, key, base, rbits, want_flags, counts):
-    """out[i] = round(a[i*sa] (op) b[i*sb]) for i < out.size; sa, sb in {0, 1}."""
-    n = out.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo = c * CHUNK
-        hi = min(n, lo + CHUNK)
-        for i in range(lo, hi):
-            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
-            x = a[i * sa]
-            y = b[i * sb]
-            if op == ADD:
-                r, fl = add_scalar(x, y, fp, mode, u, rbits)
-            elif op == MUL_EXACT:
-                r, fl = mul_exact_scalar(x, y, fp, mode, u, rbits)
-            elif op == SUB:
-                r, fl = sub_scalar(x, y, fp, mode, u, rbits)
-            elif op == MUL:
-                r, fl = mul_scalar(x, y, fp, mode, u, rbits)
-            else:
-                r, fl = div_scalar(x, y, fp, mode, u, rbits)
-            out[i] = r
-            if want_flags:
-                add_flag_counts(counts, c, fl)
+@njit(cache=True)
+def _each_chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, out, counts):
+    """out[i] = round(a[i*sa] (op) b[i*sb] [, cc[i*sc]]) for i in [lo, hi), element by element."""
+    fp = format_params_of(k)
+    for i in range(lo, hi):
+        u = random_bits(k.key, k.base + i) if k.mode == SR else np.uint64(0)
+        r, fl = scalar_op(k.op, a[i * sa], b[i * sb], cc[i * sc], fp, k.mode, u, k.rbits)
+        out[i] = r
+        if k.want_flags:
+            add_flag_counts(counts, c, fl)
 
 
-@njit(parallel=True, cache=True)
-def sqrt_kernel(a, out, fp, mode, key, base, rbits, want_flags, counts):
-    """out[i] = round(sqrt(a[i]))."""
-    n = out.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo = c * CHUNK
-        hi = min(n, lo + CHUNK)
-        for i in range(lo, hi):
-            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
-            r, fl = sqrt_scalar(a[i], fp, mode, u, rbits)
-            out[i] = r
-            if want_flags:
-                add_flag_counts(counts, c, fl)
+#: The element-by-element kernel's record: the format's fields, the operation code and the call.
+ArithEach = record("ArithEach", FormatParams._fields
+                   + ("op", "mode", "key", "base", "rbits", "want_flags"), _each_chunk, __name__)
 
 
-@njit(parallel=True, cache=True)
-def fma_kernel(exact_product, a, sa, b, sb, cc, sc, out, fp, mode, key, base, rbits,
-               want_flags, counts):
-    """out[i] = round(a[i*sa] * b[i*sb] + cc[i*sc]).  exact_product != 0 (a and b float32
-    arrays): a*b is exact in float64 and the fma is an add of that exact product."""
-    n = out.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo = c * CHUNK
-        hi = min(n, lo + CHUNK)
-        for i in range(lo, hi):
-            u = random_bits(key, base + i) if mode == SR else np.uint64(0)
-            x = np.float64(a[i * sa])
-            y = np.float64(b[i * sb])
-            z = cc[i * sc]
-            if exact_product != 0 and x * y == x * y:     # product exact and not NaN
-                r, fl = add_scalar(x * y, z, fp, mode, u, rbits)
-            else:
-                r, fl = fma_scalar(x, y, z, fp, mode, u, rbits)
-            out[i] = r
-            if want_flags:
-                add_flag_counts(counts, c, fl)
+def vectorised(fmt, a, out) -> bool:
+    """Whether float32 operands take the vectorised passes: float32 operands and carrier, except
+    for the formats whose rules only round_value has (unsigned, zero-less and 1-bit-significand
+    formats)."""
+    return (a.dtype == np.float32 and out.dtype == np.float32 and fmt.signed and fmt.zero
+            and fmt.man_bits >= 1)
+
+
+def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, counts):
+    """out = round(a (op) b [, c]) (flat arrays; steps sa, sb, sc in {0, 1}; sqrt reads a only)
+    with the driver's flag table ``counts``; op one of softfloat._arith's codes."""
+    if not out.size:
+        return
+    if vectorised(fmt, a, out):
+        # float32 products are exact: MUL_EXACT / FMA_EXACT are the vectorised MUL / FMA
+        op = {MUL_EXACT: MUL, FMA_EXACT: FMA}.get(op, op)
+        KV.run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, counts)
+        return
+    launch(ArithEach(*fmt.kernel_params(), int(op), int(mode), np.uint64(key), int(base),
+                     int(rbits), bool(want_flags)), out.size, a, sa, b, sb, c, sc, out, counts)

@@ -1,10 +1,10 @@
 """The element-by-element rounding kernels: round_value (or, for 64-bit integers, round_integer)
 on every element, through the one chunked driver (softfloat._driver).
 
-They serve what the vectorised kernels (softfloat._kernels_round_f32, _kernels_round_f64) do not:
-formats carried in float64 (more than 23 fraction bits or a range beyond float32's), and int64 /
-uint64 inputs, rounded exactly once from their integer values.  They are also the reference the
-tests compare the vectorised kernels with: same results, same flag counts, same random bits.
+They serve what the vectorised kernel (softfloat._kernels_round_vec) does not: formats with more
+than 50 fraction bits, and int64 / uint64 inputs, rounded exactly once from their integer values.
+They are also the reference the tests compare the vectorised kernels with: same results, same
+flag counts, same random bits.
 
 ``CHUNK``, ``NFLAGS``, ``n_chunks`` and ``add_flag_counts`` are re-exported from the driver for
 the modules that import them from here.

@@ -16,13 +16,10 @@ Imports numpy and the softfloat kernels only.
 
 from __future__ import annotations
 
-import builtins
-
 import numpy as np
 
 from . import _kernels_arith as K
-from . import _kernels_arith_f32 as KV
-from ._kernels_round import NFLAGS, n_chunks
+from ._driver import flag_table
 from ._lazy import is_dask_array, map_elementwise
 from ._validate import (
     as_float_array,
@@ -59,13 +56,6 @@ def _prepare(fmt, mode, seed, sr_bits, flags, opname, index_offset):
     key, rbits = check_sr(mode, seed, sr_bits, max_bits=max_sr_bits(fmt))
     check_flags(flags)
     return fmt, mode, key, check_index_offset(index_offset), rbits
-
-
-def _f32_path(fmt, fa, out) -> bool:
-    """float32 operands and carrier take the vectorised passes, except for the formats whose
-    rules only round_value has (unsigned, zero-less and 1-bit-significand formats)."""
-    return (fa.dtype == np.float32 and out.dtype == np.float32 and fmt.signed and fmt.zero
-            and fmt.man_bits >= 1)
 
 
 def _exact_zeros(out, fmt, counts):
@@ -126,16 +116,16 @@ def _run_binary(opname, op, a, b, fmt, mode, seed, sr_bits, flags, index_offset)
     shape, ((fa, sa), (fb, sb)) = _operands(("a", "b"), (a, b))
     if op == K.MUL and fa.dtype == np.float32 and fb.dtype == np.float32:
         op = K.MUL_EXACT              # float32 x float32 is exact in float64: the fast path
+    return _execute(op, shape, (fa, sa, fb, sb, fb, sb), fmt, mode, key, base, rbits, flags)
+
+
+def _execute(op, shape, operands, fmt, mode, key, base, rbits, flags):
+    """The kernels' run over the flat operands (a, sa, b, sb, c, sc), the zero rules of the
+    formats without -0 or 0, the flag counts, and the result in ``shape``."""
     n = int(np.prod(shape))
     out = np.empty(n, dtype=fmt.carrier_dtype)
-    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and _f32_path(fmt, fa, out):
-        # float32 operands, float32 carrier: the vectorised passes (same results and flags).
-        KV.run(op, fa, sa, fb, sb, fb, sb, out, fmt, mode, key, base, rbits, flags is not None,
-               counts)
-    elif n:
-        K.binary_kernel(op, fa, sa, fb, sb, out, fmt.kernel_params(), int(mode), key, base,
-                        rbits, flags is not None, counts)
+    counts = flag_table(n)
+    K.run(op, *operands, out, fmt, mode, key, base, rbits, flags is not None, counts)
     _exact_zeros(out, fmt, counts)
     if flags is not None:
         flags._add_counts(counts, n)
@@ -164,36 +154,21 @@ _DOC = """Round ``{expr}`` once onto ``fmt`` (exact result of the operands' valu
     """
 
 
-def add(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
-    lazy = _lazy(add, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
-    if lazy is not None:
-        return lazy
-    return _run_binary("add", K.ADD, a, b, fmt, mode, seed, sr_bits, flags,
-                       index_offset)
+def _binary(name, op):
+    """The public function ``name`` (add, sub, mul, div) of the operation code op."""
+    def fn(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
+        lazy = _lazy(fn, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
+        if lazy is not None:
+            return lazy
+        return _run_binary(name, op, a, b, fmt, mode, seed, sr_bits, flags, index_offset)
+    fn.__name__ = fn.__qualname__ = name         # pickled by reference (dask), named in errors
+    return fn
 
 
-def sub(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
-    lazy = _lazy(sub, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
-    if lazy is not None:
-        return lazy
-    return _run_binary("sub", K.SUB, a, b, fmt, mode, seed, sr_bits, flags,
-                       index_offset)
-
-
-def mul(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
-    lazy = _lazy(mul, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
-    if lazy is not None:
-        return lazy
-    return _run_binary("mul", K.MUL, a, b, fmt, mode, seed, sr_bits, flags,
-                       index_offset)
-
-
-def div(a, b, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
-    lazy = _lazy(div, (a, b), fmt, mode, seed, sr_bits, flags, index_offset)
-    if lazy is not None:
-        return lazy
-    return _run_binary("div", K.DIV, a, b, fmt, mode, seed, sr_bits, flags,
-                       index_offset)
+add = _binary("add", K.ADD)
+sub = _binary("sub", K.SUB)
+mul = _binary("mul", K.MUL)
+div = _binary("div", K.DIV)
 
 
 def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
@@ -203,19 +178,7 @@ def sqrt(a, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offse
     fmt, mode, key, base, rbits = _prepare(fmt, mode, seed, sr_bits, flags, "sqrt",
                                            index_offset)
     shape, ((fa, _),) = _operands(("a",), (a,))
-    n = fa.size
-    out = np.empty(n, dtype=fmt.carrier_dtype)
-    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and _f32_path(fmt, fa, out):
-        KV.run(K.SQRT, fa, 1, fa, 1, fa, 1, out, fmt, mode, key, base, rbits,
-               flags is not None, counts)
-    elif n:
-        K.sqrt_kernel(fa, out, fmt.kernel_params(), int(mode), key, base, rbits,
-                      flags is not None, counts)
-    _exact_zeros(out, fmt, counts)
-    if flags is not None:
-        flags._add_counts(counts, n)
-    return finish(out, shape)
+    return _execute(K.SQRT, shape, (fa, 1, fa, 1, fa, 1), fmt, mode, key, base, rbits, flags)
 
 
 def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_offset=0):
@@ -227,21 +190,9 @@ def fma(a, b, c, fmt, mode="rne", *, seed=None, sr_bits=None, flags=None, index_
     a = as_float_array(a, "a")
     b = as_float_array(b, "b")
     # float32 x float32 is exact in float64 (even if c's dtype widens a and b below).
-    exact_product = int(a.dtype == np.float32 and b.dtype == np.float32)
+    op = K.FMA_EXACT if (a.dtype == np.float32 and b.dtype == np.float32) else K.FMA
     shape, ((fa, sa), (fb, sb), (fc, sc)) = _operands(("a", "b", "c"), (a, b, c))
-    n = int(np.prod(shape))
-    out = np.empty(n, dtype=fmt.carrier_dtype)
-    counts = np.zeros((builtins.max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
-    if n and _f32_path(fmt, fa, out):
-        KV.run(K.FMA, fa, sa, fb, sb, fc, sc, out, fmt, mode, key, base, rbits,
-               flags is not None, counts)
-    elif n:
-        K.fma_kernel(exact_product, fa, sa, fb, sb, fc, sc, out, fmt.kernel_params(), int(mode),
-                     key, base, rbits, flags is not None, counts)
-    _exact_zeros(out, fmt, counts)
-    if flags is not None:
-        flags._add_counts(counts, n)
-    return finish(out, shape)
+    return _execute(op, shape, (fa, sa, fb, sb, fc, sc), fmt, mode, key, base, rbits, flags)
 
 
 for _f, _expr, _params in ((add, "a + b", "a, b"), (sub, "a - b", "a, b"),

@@ -17,6 +17,7 @@ from test_arith import run_scalar, same
 
 import softfloat as sf
 from softfloat import _kernels_arith_f32 as KV
+from softfloat._driver import SERIAL_MAX
 
 PRESETS = [f for f in sf.FORMATS.values() if f.carrier_dtype == np.float32]
 CUSTOM = [sf.Format("fp16_ftz", 5, 10, subnormals=False),
@@ -144,7 +145,7 @@ def test_broadcast_operands_and_serial_parallel_drivers(mode):
     """Step-0 (scalar) operands and both drivers (arrays above and below SERIAL_MAX)."""
     rng = np.random.default_rng(3)
     fmt = sf.get_format("fp16")
-    for n in (1000, KV.SERIAL_MAX + 5000):
+    for n in (1000, SERIAL_MAX + 5000):
         x = sf.round(rng.standard_normal(n).astype(np.float32), fmt)
         y = np.float32(0.3)
         for op in ("add", "mul", "div"):
