@@ -82,9 +82,11 @@ def n_chunks(n: int) -> int:
     return (n + CHUNK - 1) // CHUNK
 
 
-def flag_table(n: int) -> np.ndarray:
-    """Zeroed int64 flag counts, one row per chunk (at least one row, for empty arrays)."""
-    return np.zeros((max(n_chunks(n), 1), NFLAGS), dtype=np.int64)
+def flag_table(n: int, cols: int = NFLAGS) -> np.ndarray:
+    """Zeroed int64 counts, one row per chunk (at least one row, for empty arrays): by default
+    the IEEE flag counts; ``cols`` other counts (e.g. softfloat.dfp's saturated and
+    underflowed)."""
+    return np.zeros((max(n_chunks(n), 1), cols), dtype=np.int64)
 
 
 @njit(cache=True)
@@ -119,27 +121,30 @@ def _call_chunk_impl(kernel, lo, hi, c, args):
     return impl
 
 
+@njit(cache=True, inline="always")
+def _run_chunk(kernel, n, c, args):
+    """Chunk c of [0, n): elements [c * CHUNK, min(n, (c + 1) * CHUNK)), row c."""
+    # Numba types the prange index as int64 when it types drive_parallel and as uint64 in the
+    # parallel region it builds: np.int64 keeps one signature for the chunk functions (else
+    # each is compiled twice, doubling the cold compile time).  (Inlined: the cast sits in the
+    # loop body as if written there.)
+    ci = np.int64(c)
+    lo = ci * CHUNK
+    _call_chunk(kernel, lo, min(n, lo + CHUNK), ci, args)
+
+
 @njit(parallel=True, cache=True)
 def drive_parallel(kernel, n, args):
     """Chunks of [0, n) in a prange loop (see the module docstring)."""
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        # Numba types the prange index as int64 when it types this function and as uint64 in
-        # the parallel region it builds: np.int64 keeps one signature for the chunk functions
-        # (else each is compiled twice, doubling the cold compile time).
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        _call_chunk(kernel, lo, min(n, lo + CHUNK), ci, args)
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        _run_chunk(kernel, n, c, args)
 
 
 @njit(cache=True)
 def drive_serial(kernel, n, args):
     """The same chunks in the same order, on the calling thread."""
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in range(nch):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        _call_chunk(kernel, lo, min(n, lo + CHUNK), ci, args)
+    for c in range((n + CHUNK - 1) // CHUNK):
+        _run_chunk(kernel, n, c, args)
 
 
 def launch(kernel, n: int, *args) -> None:

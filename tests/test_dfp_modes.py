@@ -11,9 +11,9 @@ import pytest
 import dfp_reference as R
 import softfloat as sf
 from softfloat import dfp
+from softfloat import _driver
 from softfloat._roundpack import round_int
 from softfloat.dfp import _kernels_gemm as KG
-from softfloat.dfp import _kernels_quant as KQ
 from softfloat.dfp._intround import shift_round
 
 MODES = [sf.Mode.RNE, sf.Mode.RNA, sf.Mode.RTZ, sf.Mode.RUP, sf.Mode.RDN, sf.Mode.RTO,
@@ -198,7 +198,7 @@ def test_serial_twins_equal_the_parallel_kernels(monkeypatch):
         return out
 
     serial = run()
-    monkeypatch.setattr(KQ, "SERIAL_MAX", -1)
+    monkeypatch.setattr(_driver, "SERIAL_MAX", -1)
     monkeypatch.setattr(KG, "SERIAL_MAX", -1)
     parallel = run()
     for (a, sa, ua), (b, sb, ub) in zip(serial, parallel):

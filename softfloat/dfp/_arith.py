@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._driver import launch
 from . import _kernels_quant as KQ
 from ._tensor import (DFPTensor, block_absmax, check_dfp, expand_blocks, exponent_shape,
                       layout_geometry)
@@ -100,6 +101,5 @@ def add_to_fp32(a, b):
     ea = a.expanded_exponent().reshape(-1)
     eb = b.expanded_exponent().reshape(-1)
     out = np.empty(ia.size, dtype=np.float32)
-    if ia.size:
-        KQ.sum_to_f32_kernel(ia, ea, ib, eb, out)
+    launch(KQ.SumToF32(0), ia.size, ia, ea, ib, eb, out)
     return out.reshape(a.shape)

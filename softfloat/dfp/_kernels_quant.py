@@ -1,13 +1,13 @@
 """Numba kernels for DFP quantization, rounding right shifts and exact conversions to fp32.
 
 Takes only arrays and integers (see softfloat/dfp/__init__.py for the semantics).  Work on flat
-arrays is split into fixed chunks of CHUNK elements; each chunk writes its own row of counts, so
-results and counts do not depend on the thread count, and stochastic rounding draws the bits of
-element i from ``random_bits(key, base + i)`` (or ``random_bits(key, gidx[i])`` when a map of
-global indices is given: a piece of a larger array).  Every kernel has a parallel driver
-(``prange`` over the chunks) and a serial twin running the same chunks in the same order on the
-calling thread, for arrays of at most SERIAL_MAX elements, where waking the worker threads costs
-more than the work.
+arrays runs on softfloat's one chunk driver (softfloat/_driver.py: ``record`` + ``launch``, fixed
+chunks of CHUNK elements, on the calling thread up to SERIAL_MAX elements, in a ``prange`` loop
+above); each chunk writes its own row of counts, so results and counts do not depend on the
+thread count, and stochastic rounding draws the bits of element i from
+``random_bits(key, base + i)`` (or ``random_bits(key, gidx[i])`` when a map of global indices is
+given: a piece of a larger array).  The block maxima (block_absmax_kernel) work in tasks of
+whole blocks instead, see there.
 
 Quantization walks the tensor seen as (outer, L, inner) with the shared axis in the middle, in
 RUNS of consecutive elements that share one exponent (inner == 1: a block along the axis) or one
@@ -27,35 +27,23 @@ Two exact evaluators:
 Both end in the same decision table (_intround.decide / sr_up); tests/test_dfp_modes.py checks
 that float32 inputs give the same bits through either.
 
-Imports numpy, numba and softfloat (rng, _primitives, modes) only.
+Imports numpy, numba and softfloat (_driver, rng, _primitives, dfp._intround) only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import overload
 
+from .._driver import CHUNK, record
 from .._primitives import (F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
                            F64_SIGN_SHIFT, U64_0, U64_1, bit_length64, pow2)
 from ..rng import random_bits
 from ._intround import SR, decide, mode_bits, sar, shift_round, sr_up
 
-#: Elements per chunk: 2^14, as in softfloat/_kernels_round.py.
-CHUNK = 1 << 14
-
-#: Arrays of at most this many elements are processed on the calling thread.  Waking Numba's
-#: worker threads costs 30-60 us on an idle 2-core machine and far more when the cores are
-#: busy; the float32 quantizer handles about 2 elements per ns on one thread, so below 2^18
-#: elements (~130 us of work) one thread finishes first.  (The same threshold as
-#: softfloat.rounding.SERIAL_MAX.)
-SERIAL_MAX = 1 << 18
-
 #: The largest sr_bits the float32 evaluator handles exactly (D < 2^r must be a float64 integer).
 FLOAT_SR_MAX_BITS = 53
-
-
-def n_chunks(n: int) -> int:
-    return (n + CHUNK - 1) // CHUNK
 
 
 @njit(cache=True)
@@ -115,10 +103,13 @@ def _clip(i, v, pmax):
 # A run is x[f0:f0 + n]; its scales are sc[k0] (vec False) or sc[k0:k0 + n] (vec True).  The
 # arrays are indexed with uint64 offsets rather than sliced: an unsigned index needs no
 # negative-index wraparound (which would turn the loads into gathers), and a run of a few dozen
-# elements (blocks of 32) costs less without the reference counting of slice views.
+# elements (blocks of 32) costs less without the reference counting of slice views.  The three
+# evaluators share one signature (k the kernel record, see _quant_chunk):
+#   (k, x, f0, n, es, sc, k0, vec, mb, gidx, out) -> (saturated, underflowed)
 @njit(cache=True)
-def _run_float(x, f0, n, sc, k0, vec, mb, pmax, out):
-    """float32 x, deterministic modes."""
+def _run_float(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
+    """float32 x, deterministic modes (mb: the mode's decision bits)."""
+    pmax = k.pmax
     sat = 0
     und = 0
     if vec:
@@ -142,9 +133,10 @@ def _run_float(x, f0, n, sc, k0, vec, mb, pmax, out):
 
 
 @njit(cache=True)
-def _run_float_sr(x, f0, n, sc, k0, vec, key, base, gidx, rbits, pmax, out):
+def _run_float_sr(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
     """float32 x, stochastic rounding; element i draws random_bits(key, base + i) or, with a
     map, random_bits(key, gidx[i])."""
+    key, base, rbits, pmax = k.key, k.base, k.rbits, k.pmax
     R = pow2(rbits)
     sat = 0
     und = 0
@@ -160,8 +152,9 @@ def _run_float_sr(x, f0, n, sc, k0, vec, key, base, gidx, rbits, pmax, out):
 
 
 @njit(cache=True)
-def _run_int(x, f0, n, es, k0, vec, mode, key, base, gidx, rbits, pmax, out):
+def _run_int(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
     """Any float x through the integer path, exponents es[k0] or es[k0:k0 + n]."""
+    mode, key, base, rbits, pmax = k.mode, k.key, k.base, k.rbits, k.pmax
     sat = 0
     und = 0
     for j in range(n):
@@ -234,141 +227,65 @@ def _next_run(st, hi, inner, L, N, nb):
     return f, end - f, k
 
 
-# Three evaluators, each with its own chunk function and drivers, so that Numba compiles (on
-# first use) only the one a call needs: a training step in RNE never builds the stochastic or
-# the integer path.  The chunk functions share their signature:
-#   (x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out)
-# quantizing x[lo:hi] (flat C order of an (outer, L, inner) tensor with blocks of N along L,
-# nb blocks; es / sc the (outer, nb, inner) exponents and scales 2^-E, flattened) into out,
-# returning (saturated, underflowed).
+# ----- the quantization kernels on softfloat's chunk driver --------------------------------------
+# Three evaluators, each with its own record class (one chunk function, _quant_chunk, reading
+# the class's run function at compile time), so that Numba compiles (on first use) only the one
+# a call needs: a training step in RNE never builds the stochastic or the integer path.  The
+# record: the layout (inner, L, N, nb: x is the flat C order of an (outer, L, inner) tensor with
+# blocks of N along L, nb blocks), mode, key, base, rbits, pmax; the arguments: x, es, sc (the
+# (outer, nb, inner) exponents and scales 2^-E, flattened), gidx (None or the map of global
+# indices), out and counts (one row per chunk: saturated, underflowed).
+def _run_of(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(_run_of)
+def _run_of_impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
+    run = k.instance_class.run          # chosen at compile time from the record's class
+
+    def impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
+        return run(k, x, f, n, es, sc, kk, vec, mb, gidx, out)
+    return impl
+
+
 @njit(cache=True)
-def _chunk_float(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
-    mb = mode_bits(mode)
-    st = _run_start(lo, inner, L, N)
+def _quant_chunk(k, lo, hi, c, x, es, sc, gidx, out, counts):
+    """Elements [lo, hi) run by run; counts[c] = (saturated, underflowed)."""
+    mb = mode_bits(k.mode)
+    st = _run_start(lo, k.inner, k.L, k.N)
     sat = 0
     und = 0
     while True:
-        f, n, k = _next_run(st, hi, inner, L, N, nb)
+        f, n, kk = _next_run(st, hi, k.inner, k.L, k.N, k.nb)
         if n == 0:
-            return sat, und
-        a, u = _run_float(x, f, n, sc, k, inner > 1, mb, pmax, out)
+            break
+        a, u = _run_of(k, x, f, n, es, sc, kk, k.inner > 1, mb, gidx, out)
         sat += a
         und += u
+    counts[c, 0] = sat
+    counts[c, 1] = und
 
 
-@njit(cache=True)
-def _chunk_float_sr(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax,
-                    out):
-    st = _run_start(lo, inner, L, N)
-    sat = 0
-    und = 0
-    while True:
-        f, n, k = _next_run(st, hi, inner, L, N, nb)
-        if n == 0:
-            return sat, und
-        a, u = _run_float_sr(x, f, n, sc, k, inner > 1, key, base, gidx, rbits, pmax, out)
-        sat += a
-        und += u
+def _quant_record(name, run):
+    cls = record(name, ("inner", "L", "N", "nb", "mode", "key", "base", "rbits", "pmax"),
+                 _quant_chunk, __name__)
+    cls.run = run
+    return cls
 
 
-@njit(cache=True)
-def _chunk_int(x, lo, hi, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
-    st = _run_start(lo, inner, L, N)
-    sat = 0
-    und = 0
-    while True:
-        f, n, k = _next_run(st, hi, inner, L, N, nb)
-        if n == 0:
-            return sat, und
-        a, u = _run_int(x, f, n, es, k, inner > 1, mode, key, base, gidx, rbits, pmax, out)
-        sat += a
-        und += u
+QuantFloat = _quant_record("QuantFloat", _run_float)
+QuantFloatSR = _quant_record("QuantFloatSR", _run_float_sr)
+QuantInt = _quant_record("QuantInt", _run_int)
 
-
-# Drivers: parallel ones fill counts[c] = (saturated, underflowed) per chunk; the serial twins
-# run the same chunks in the same order on the calling thread and return the totals.
-@njit(parallel=True, cache=True)
-def float_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
-    n = x.size
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)   # one signature for the callees (prange's index is typed twice)
-        lo = ci * CHUNK
-        counts[ci, 0], counts[ci, 1] = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
-                                                    es, sc, mode, key, base, gidx, rbits, pmax,
-                                                    out)
-
-
-@njit(cache=True)
-def float_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
-    n = x.size
-    sat = 0
-    und = 0
-    for lo in range(0, n, CHUNK):
-        a, u = _chunk_float(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
-                            gidx, rbits, pmax, out)
-        sat += a
-        und += u
-    return sat, und
-
-
-@njit(parallel=True, cache=True)
-def float_sr_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out,
-                    counts):
-    n = x.size
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        counts[ci, 0], counts[ci, 1] = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N,
-                                                       nb, es, sc, mode, key, base, gidx, rbits,
-                                                       pmax, out)
-
-
-@njit(cache=True)
-def float_sr_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
-    n = x.size
-    sat = 0
-    und = 0
-    for lo in range(0, n, CHUNK):
-        a, u = _chunk_float_sr(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key,
-                               base, gidx, rbits, pmax, out)
-        sat += a
-        und += u
-    return sat, und
-
-
-@njit(parallel=True, cache=True)
-def int_kernel(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out, counts):
-    n = x.size
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        counts[ci, 0], counts[ci, 1] = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb,
-                                                  es, sc, mode, key, base, gidx, rbits, pmax,
-                                                  out)
-
-
-@njit(cache=True)
-def int_serial(x, inner, L, N, nb, es, sc, mode, key, base, gidx, rbits, pmax, out):
-    n = x.size
-    sat = 0
-    und = 0
-    for lo in range(0, n, CHUNK):
-        a, u = _chunk_int(x, lo, min(n, lo + CHUNK), inner, L, N, nb, es, sc, mode, key, base,
-                          gidx, rbits, pmax, out)
-        sat += a
-        und += u
-    return sat, und
-
-
-#: (parallel driver, serial twin) of each evaluator
-EVALUATORS = {"float": (float_kernel, float_serial), "float_sr": (float_sr_kernel,
-                                                                  float_sr_serial),
-              "int": (int_kernel, int_serial)}
+#: the record class of each evaluator
+EVALUATORS = {"float": QuantFloat, "float_sr": QuantFloatSR, "int": QuantInt}
 
 
 # ----- down-conversion shifts ------------------------------------------------------------------
 @njit(cache=True)
-def _shift_chunk(x, lo, hi, shifts, pmax, mode, key, rbits, out):
+def _shift_chunk(k, lo, hi, c, x, shifts, out, counts):
+    """out[f] = round(x[f] / 2^shifts[f]) clipped to [-pmax, pmax]; counts[c, 0] = saturated."""
+    pmax, mode, key, rbits = k.pmax, k.mode, k.key, k.rbits
     sat = 0
     xs = x[lo:hi]
     ss = shifts[lo:hi]
@@ -376,37 +293,19 @@ def _shift_chunk(x, lo, hi, shifts, pmax, mode, key, rbits, out):
     for j in range(hi - lo):
         u = random_bits(key, lo + j) if mode == SR else U64_0
         i = shift_round(np.int64(xs[j]), ss[j], mode, u, rbits)
-        c = min(max(i, -pmax), pmax)
-        sat += np.int64(c != i)
-        os_[j] = c
-    return sat
+        v = min(max(i, -pmax), pmax)
+        sat += np.int64(v != i)
+        os_[j] = v
+    counts[c, 0] = sat
 
 
-@njit(parallel=True, cache=True)
-def shift_kernel(x, shifts, pmax, mode, key, rbits, out, counts):
-    """out[f] = round(x[f] / 2^shifts[f]) clipped to [-pmax, pmax]; counts[c] = saturated."""
-    n = x.size
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        counts[ci, 0] = _shift_chunk(x, lo, min(n, lo + CHUNK), shifts, pmax, mode, key, rbits,
-                                     out)
-
-
-@njit(cache=True)
-def shift_serial(x, shifts, pmax, mode, key, rbits, out, counts):
-    """shift_kernel on the calling thread (same chunks, same bits)."""
-    n = x.size
-    for c in range((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        counts[ci, 0] = _shift_chunk(x, lo, min(n, lo + CHUNK), shifts, pmax, mode, key, rbits,
-                                     out)
+#: launch(Shift(pmax, mode, key, rbits), n, x, shifts, out, counts)
+Shift = record("Shift", ("pmax", "mode", "key", "rbits"), _shift_chunk, __name__)
 
 
 # ----- max |x| of a whole tensor, from the bit patterns ----------------------------------------
 @njit(cache=True)
-def _absmax_chunk(xb, lo, hi, absmask):
+def _absmax_run(xb, lo, hi, absmask):
     """max of (pattern & absmask) over xb[lo:hi]: for IEEE patterns the magnitude bits order
     like |x| (Inf above every finite value, NaN above Inf), and an integer max vectorises."""
     m = xb[lo] & absmask
@@ -416,14 +315,14 @@ def _absmax_chunk(xb, lo, hi, absmask):
     return m
 
 
-@njit(parallel=True, cache=True)
-def absmax_kernel(xb, absmask, part):
-    """part[c] = max magnitude pattern of chunk c (xb: the uint32/uint64 patterns, nonempty)."""
-    n = xb.size
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        ci = np.int64(c)
-        lo = ci * CHUNK
-        part[ci] = _absmax_chunk(xb, lo, min(n, lo + CHUNK), absmask)
+@njit(cache=True)
+def _absmax_chunk(k, lo, hi, c, xb, part):
+    part[c] = _absmax_run(xb, lo, hi, k.absmask)
+
+
+#: launch(Absmax(absmask), n, xb, part): part[c] = max magnitude pattern of chunk c (xb: the
+#: uint32/uint64 patterns, nonempty; part: one entry per chunk)
+Absmax = record("Absmax", ("absmask",), _absmax_chunk, __name__)
 
 
 @njit(cache=True)
@@ -434,7 +333,7 @@ def _block_absmax_one(xb, ob, L, inner, N, nb, absmask, out):
     rows = min(c0 + N, L) - c0
     start = (o * L + c0) * inner
     if inner == 1:
-        out[ob] = _absmax_chunk(xb, start, start + rows, absmask)
+        out[ob] = _absmax_run(xb, start, start + rows, absmask)
         return
     acc = out[ob * inner:(ob + 1) * inner]
     first = xb[start:start + inner]
@@ -446,6 +345,10 @@ def _block_absmax_one(xb, ob, L, inner, N, nb, absmask, out):
             acc[t] = max(acc[t], row[t] & absmask)
 
 
+# Not on the chunk driver: the unit of work is a whole block, whose elements are strided when
+# inner > 1 (a range of the flat index would cut blocks, and two tasks would then share an
+# output), and the number of blocks per task follows the block size (G blocks of about CHUNK
+# elements in all), where the driver's chunks are fixed ranges of the flat index.
 @njit(parallel=True, cache=True)
 def block_absmax_kernel(xb, L, inner, N, nb, absmask, out):
     """Max magnitude pattern of every block of an (outer, L, inner) tensor (blocks of N along
@@ -497,8 +400,8 @@ def int_times_pow2_to_f32(n, e):
     return np.float32(-v if neg else v)
 
 
-@njit(parallel=True, cache=True)
-def sum_to_f32_kernel(ia, ea, ib, eb, out):
+@njit(cache=True)
+def _sum_to_f32_chunk(k, f0, f1, c, ia, ea, ib, eb, out):
     """out[f] = fp32(ia[f] * 2^ea[f] + ib[f] * 2^eb[f]) with one RNE rounding (|ints| <= 2^31).
 
     Let hi be the operand with the larger exponent, d the exponent difference (units 2^elo).
@@ -512,34 +415,34 @@ def sum_to_f32_kernel(ia, ea, ib, eb, out):
     T + 1/2 (when bits were dropped; exactly T otherwise) rounds like S.  In half-units the
     proxy is the integer 2T + sticky, |2T + 1| <= 2^62 + 2^30 + 1 < 2^63.
     """
-    n = ia.size
-    nch = (n + CHUNK - 1) // CHUNK
-    for c in prange(nch):
-        lo_ = c * CHUNK
-        hi_ = min(n, lo_ + CHUNK)
-        for f in range(lo_, hi_):
-            a = np.int64(ia[f])
-            b = np.int64(ib[f])
-            xa = np.int64(ea[f])
-            xb = np.int64(eb[f])
-            if a == 0:
-                out[f] = int_times_pow2_to_f32(b, xb)
-                continue
-            if b == 0:
-                out[f] = int_times_pow2_to_f32(a, xa)
-                continue
-            if xa >= xb:
-                hi, ehi, lo, elo = a, xa, b, xb
+    for f in range(f0, f1):                         # (lo, hi name the operands below)
+        a = np.int64(ia[f])
+        b = np.int64(ib[f])
+        xa = np.int64(ea[f])
+        xb = np.int64(eb[f])
+        if a == 0:
+            out[f] = int_times_pow2_to_f32(b, xb)
+            continue
+        if b == 0:
+            out[f] = int_times_pow2_to_f32(a, xa)
+            continue
+        if xa >= xb:
+            hi, ehi, lo, elo = a, xa, b, xb
+        else:
+            hi, ehi, lo, elo = b, xb, a, xa
+        d = ehi - elo
+        if d <= 31:
+            out[f] = int_times_pow2_to_f32((hi << d) + lo, elo)
+        else:
+            sh = d - 30
+            fl = sar(lo, sh)
+            if sh >= 62:
+                sticky = 1                   # lo != 0 lies wholly below the unit
             else:
-                hi, ehi, lo, elo = b, xb, a, xa
-            d = ehi - elo
-            if d <= 31:
-                out[f] = int_times_pow2_to_f32((hi << d) + lo, elo)
-            else:
-                sh = d - 30
-                fl = sar(lo, sh)
-                if sh >= 62:
-                    sticky = 1                       # lo != 0 lies wholly below the unit
-                else:
-                    sticky = 1 if (lo - (fl << sh)) != 0 else 0
-                out[f] = int_times_pow2_to_f32(2 * ((hi << 30) + fl) + sticky, ehi - 31)
+                sticky = 1 if (lo - (fl << sh)) != 0 else 0
+            out[f] = int_times_pow2_to_f32(2 * ((hi << 30) + fl) + sticky, ehi - 31)
+
+
+#: launch(SumToF32(0), n, ia, ea, ib, eb, out): out[f] = fp32(ia[f] * 2^ea[f] + ib[f] * 2^eb[f])
+#: (the record has no parameter: ``unused`` only gives it a field)
+SumToF32 = record("SumToF32", ("unused",), _sum_to_f32_chunk, __name__)

@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from .. import _driver
+from .._driver import flag_table, launch, n_chunks
 from .._primitives import F32_ABS, F32_INF, F64_ABS, F64_EXP_FIELD
 from .._validate import as_float_array
 from ..modes import Mode
@@ -49,11 +51,11 @@ def tensor_absmax(flat: np.ndarray) -> float:
     """max |x| of a nonempty flat float32/float64 array, as a float (Inf when the array holds a
     NaN or an Inf), from one pass over the bit patterns (see _kernels_quant._absmax_chunk)."""
     xb, mask, lim, ut = _patterns(flat)
-    if flat.size <= KQ.SERIAL_MAX:
+    if flat.size <= _driver.SERIAL_MAX:
         top = int(np.bitwise_and(xb, mask).max())      # small: numpy, nothing to compile
     else:
-        part = np.empty(KQ.n_chunks(flat.size), dtype=xb.dtype)
-        KQ.absmax_kernel(xb, mask, part)
+        part = np.empty(n_chunks(flat.size), dtype=xb.dtype)
+        launch(KQ.Absmax(mask), flat.size, xb, part)
         top = int(part.max())
     if top >= lim:
         return math.inf
@@ -66,7 +68,8 @@ def layout_absmax(arr: np.ndarray, axis, block) -> np.ndarray:
     outer, L, inner, N, nb = layout_geometry(arr.shape, axis, block)
     xb, mask, lim, ut = _patterns(arr.reshape(-1))
     out = np.empty(outer * nb * inner, dtype=xb.dtype)
-    kern = KQ.block_absmax_serial if arr.size <= KQ.SERIAL_MAX else KQ.block_absmax_kernel
+    kern = (KQ.block_absmax_serial if arr.size <= _driver.SERIAL_MAX
+            else KQ.block_absmax_kernel)
     kern(xb, L, inner, N, nb, mask, out)
     amax = out.view(arr.dtype).astype(np.float64)
     amax[out >= ut(lim)] = np.inf
@@ -127,13 +130,10 @@ def quantize_blocks(flat, geometry, es, mode, key, rbits, pmax, out, *, base=0, 
         kind = "int"
     # 2^-E in float64, exact: float32 data have E in [-149 - 14, 127 - 6 + 1]
     sc = es.astype(np.float64) if kind == "int" else np.ldexp(1.0, -es)
-    kernel, serial = KQ.EVALUATORS[kind]
-    args = (flat, inner, L, N, nb, es, sc, int(mode), key, base, gidx, rbits, pmax, out)
-    if n <= KQ.SERIAL_MAX:
-        sat, und = serial(*args)
-        return int(sat), int(und)
-    counts = np.empty((KQ.n_chunks(n), 2), dtype=np.int64)
-    kernel(*args, counts)
+    rec = KQ.EVALUATORS[kind](inner, L, N, nb, int(mode), np.uint64(key), int(base), int(rbits),
+                              int(pmax))
+    counts = flag_table(n, 2)
+    launch(rec, n, flat, es, sc, gidx, out, counts)
     return int(counts[:, 0].sum()), int(counts[:, 1].sum())
 
 
@@ -227,11 +227,9 @@ def down_convert(t, bits=16, mode=None, *, rounding=None, seed=None, sr_bits=Non
     shifts = expand_blocks(rs, t.shape, t.axis, t.block)
     flat = m.reshape(-1)
     out = np.empty(flat.size, dtype=np.int16)
-    counts = np.zeros((max(KQ.n_chunks(flat.size), 1), 1), dtype=np.int64)
-    if flat.size:
-        kern = KQ.shift_serial if flat.size <= KQ.SERIAL_MAX else KQ.shift_kernel
-        kern(flat, np.ascontiguousarray(shifts.reshape(-1)), (1 << (bits - 1)) - 1, int(mode),
-             key, rbits, out, counts)
+    counts = flag_table(flat.size, 1)
+    launch(KQ.Shift((1 << (bits - 1)) - 1, int(mode), key, rbits), flat.size, flat,
+           np.ascontiguousarray(shifts.reshape(-1)), out, counts)
     exponent = (t.block_exponents() + rs).reshape(t.exponent.shape)
     return DFPTensor(out.reshape(t.shape), exponent, bits, axis=t.axis, block=t.block,
                      saturated=int(counts[:, 0].sum()))
