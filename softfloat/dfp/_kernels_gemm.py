@@ -59,147 +59,119 @@ _I32_MAX = (1 << 31) - 1
 _TWO32 = 1 << 32
 
 
-@njit(cache=True)
-def _fast_chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag):
-    """lane[r, :jw] += pairs p0..p1-1 of row i0 + r (wrapping int32); flag |= overflow bits.
+@njit(cache=True, inline="always")
+def _pair(a, b, j):
+    """a[2j] * b[2j] + a[2j+1] * b[2j+1] in wrapping int32: one VPDPWSSD pair sum (it never
+    overflows, see the module doc), written so that LLVM emits VPMADDWD."""
+    return np.int32(np.int32(np.int32(a[2 * j]) * np.int32(b[2 * j]))
+                    + np.int32(np.int32(a[2 * j + 1]) * np.int32(b[2 * j + 1])))
 
-    Four VNNI steps per pass over the lanes (one load/store of each lane per four steps); buf
-    (4, JT) int32 holds the four A dwords broadcast, read back as int16 pairs.
-    """
-    ap = buf.view(np.int16)
-    a0 = ap[0]
-    a1 = ap[1]
-    a2 = ap[2]
-    a3 = ap[3]
-    f0 = buf[0]
-    f1 = buf[1]
-    f2 = buf[2]
-    f3 = buf[3]
-    kp = p0
-    while kp + 3 < p1:
-        b = Bp16[kp, 2 * j0:2 * (j0 + jw)]
-        c = Bp16[kp + 1, 2 * j0:2 * (j0 + jw)]
-        d = Bp16[kp + 2, 2 * j0:2 * (j0 + jw)]
-        e = Bp16[kp + 3, 2 * j0:2 * (j0 + jw)]
-        for r in range(rows):
-            w0 = Ap32[i0 + r, kp]
-            w1 = Ap32[i0 + r, kp + 1]
-            w2 = Ap32[i0 + r, kp + 2]
-            w3 = Ap32[i0 + r, kp + 3]
-            if w0 == 0 and w1 == 0 and w2 == 0 and w3 == 0:
-                continue                     # adding zeros changes nothing, cannot overflow
-            for j in range(jw):
-                f0[j] = w0
-                f1[j] = w1
-                f2[j] = w2
-                f3[j] = w3
-            L = lane[r]
-            F = flag[r]
-            for j in range(jw):
-                p = np.int32(np.int32(np.int32(a0[2 * j]) * np.int32(b[2 * j]))
-                             + np.int32(np.int32(a0[2 * j + 1]) * np.int32(b[2 * j + 1])))
-                q = np.int32(np.int32(np.int32(a1[2 * j]) * np.int32(c[2 * j]))
-                             + np.int32(np.int32(a1[2 * j + 1]) * np.int32(c[2 * j + 1])))
-                u = np.int32(np.int32(np.int32(a2[2 * j]) * np.int32(d[2 * j]))
-                             + np.int32(np.int32(a2[2 * j + 1]) * np.int32(d[2 * j + 1])))
-                v = np.int32(np.int32(np.int32(a3[2 * j]) * np.int32(e[2 * j]))
-                             + np.int32(np.int32(a3[2 * j + 1]) * np.int32(e[2 * j + 1])))
-                x = L[j]
-                s1 = np.int32(x + p)
+
+@njit(cache=True, inline="always")
+def _lanes(L, F, jw, A, b, c, d, e, zero, check, four):
+    """One pass over the lanes of a row: L[j] += the pair sums of (a0, b) and, with four,
+    (a1, c), (a2, d), (a3, e) too (A = (a0, a1, a2, a3): the broadcast A pairs), wrapping
+    int32; with check, F[j] |= the overflow bits of every step (see the module doc).  check
+    and four are constants of the call sites, so each compiles to its own straight loop."""
+    a0, a1, a2, a3 = A
+    if check:
+        for j in range(jw):
+            p = _pair(a0, b, j)
+            x = L[j]
+            s1 = np.int32(x + p)
+            fl = np.int32((x ^ s1) & (p ^ s1))
+            if four:
+                q = _pair(a1, c, j)
+                u = _pair(a2, d, j)
+                v = _pair(a3, e, j)
                 s2 = np.int32(s1 + q)
                 s3 = np.int32(s2 + u)
                 s4 = np.int32(s3 + v)
-                F[j] = np.int32(F[j] | np.int32((x ^ s1) & (p ^ s1))
-                                | np.int32((s1 ^ s2) & (q ^ s2))
-                                | np.int32((s2 ^ s3) & (u ^ s3))
-                                | np.int32((s3 ^ s4) & (v ^ s4)))
-                L[j] = s4
+                fl = np.int32(fl | np.int32((s1 ^ s2) & (q ^ s2))
+                              | np.int32((s2 ^ s3) & (u ^ s3))
+                              | np.int32((s3 ^ s4) & (v ^ s4)))
+                s1 = s4
+            F[j] = np.int32(F[j] | fl)
+            L[j] = s1
+    elif four:
+        for j in range(jw):
+            p = _pair(a0, b, j) ^ zero
+            q = _pair(a1, c, j) ^ zero
+            u = _pair(a2, d, j) ^ zero
+            v = _pair(a3, e, j) ^ zero
+            L[j] = np.int32(L[j] + np.int32(np.int32(np.int32(p) + np.int32(q))
+                                            + np.int32(np.int32(u) + np.int32(v))))
+    else:
+        for j in range(jw):
+            L[j] = np.int32(L[j] + np.int32(_pair(a0, b, j) ^ zero))
+
+
+@njit(cache=True, inline="always")
+def _step(Ap32, Bp16, i0, rows, j0, jw, kp, A, W, lane, flag, zero, check, four):
+    """Pairs kp..kp+3 (four) or pair kp alone of every row: the A dwords broadcast into the
+    rows W of buf (a row of zeros is skipped: adding zeros changes nothing and cannot
+    overflow), then _lanes."""
+    f0, f1, f2, f3 = W
+    b = Bp16[kp, 2 * j0:2 * (j0 + jw)]
+    c = Bp16[kp + 1, 2 * j0:2 * (j0 + jw)] if four else b
+    d = Bp16[kp + 2, 2 * j0:2 * (j0 + jw)] if four else b
+    e = Bp16[kp + 3, 2 * j0:2 * (j0 + jw)] if four else b
+    for r in range(rows):
+        w0 = Ap32[i0 + r, kp]
+        w1 = Ap32[i0 + r, kp + 1] if four else w0
+        w2 = Ap32[i0 + r, kp + 2] if four else w0
+        w3 = Ap32[i0 + r, kp + 3] if four else w0
+        if w0 == 0 and w1 == 0 and w2 == 0 and w3 == 0:
+            continue
+        for j in range(jw):
+            f0[j] = w0
+        if four:
+            for j in range(jw):
+                f1[j] = w1
+                f2[j] = w2
+                f3[j] = w3
+        _lanes(lane[r], flag[r], jw, A, b, c, d, e, zero, check, four)
+
+
+@njit(cache=True, inline="always")
+def _chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag, zero, check):
+    """lane[r, :jw] += pairs p0..p1-1 of row i0 + r (wrapping int32); with check (a constant
+    of the two callers below) flag |= the overflow bits.
+
+    Four VNNI steps per pass over the lanes (one load/store of each lane per four steps), then
+    the last 0..3 pairs one at a time; buf (4, JT) int32 holds the four A dwords broadcast,
+    read back as int16 pairs.
+    """
+    ap = buf.view(np.int16)
+    A = (ap[0], ap[1], ap[2], ap[3])
+    W = (buf[0], buf[1], buf[2], buf[3])
+    kp = p0
+    while kp + 3 < p1:
+        _step(Ap32, Bp16, i0, rows, j0, jw, kp, A, W, lane, flag, zero, check, True)
         kp += 4
-    while kp < p1:                           # the last 0..3 pairs of the chain, one at a time
-        b = Bp16[kp, 2 * j0:2 * (j0 + jw)]
-        for r in range(rows):
-            w0 = Ap32[i0 + r, kp]
-            if w0 == 0:
-                continue
-            for j in range(jw):
-                f0[j] = w0
-            L = lane[r]
-            F = flag[r]
-            for j in range(jw):
-                p = np.int32(np.int32(np.int32(a0[2 * j]) * np.int32(b[2 * j]))
-                             + np.int32(np.int32(a0[2 * j + 1]) * np.int32(b[2 * j + 1])))
-                x = L[j]
-                s1 = np.int32(x + p)
-                F[j] = np.int32(F[j] | np.int32((x ^ s1) & (p ^ s1)))
-                L[j] = s1
+    while kp < p1:
+        _step(Ap32, Bp16, i0, rows, j0, jw, kp, A, W, lane, flag, zero, check, False)
         kp += 1
 
 
 @njit(cache=True)
+def _fast_chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag):
+    """_chain with the overflow test: flag |= the overflow bits of every step."""
+    _chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, flag, np.int32(0), True)
+
+
+@njit(cache=True)
 def _fast_chain_wrap(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, zero):
-    """_fast_chain without the overflow test: for overflow="wrap" when no statistics are asked.
+    """_chain without the overflow test: for overflow="wrap" when no statistics are asked.
 
     The wrapped lane is the exact chain sum modulo 2^32 whatever the order and the number of
     wraps, so the result is bit-identical to the checked path; only the event counts are lost.
     ``zero`` is a runtime 0: p ^ zero keeps each pair sum a value of its own, which stops LLVM
     from reassociating the sum of eight products (it would then lose the VPMADDWD pattern and
-    multiply with VPMULLD: measured 2x slower than this extra XOR).
+    multiply with VPMULLD: measured 2x slower than this extra XOR).  (``lane`` stands in for
+    the unused flag array.)
     """
-    ap = buf.view(np.int16)
-    a0 = ap[0]
-    a1 = ap[1]
-    a2 = ap[2]
-    a3 = ap[3]
-    f0 = buf[0]
-    f1 = buf[1]
-    f2 = buf[2]
-    f3 = buf[3]
-    kp = p0
-    while kp + 3 < p1:
-        b = Bp16[kp, 2 * j0:2 * (j0 + jw)]
-        c = Bp16[kp + 1, 2 * j0:2 * (j0 + jw)]
-        d = Bp16[kp + 2, 2 * j0:2 * (j0 + jw)]
-        e = Bp16[kp + 3, 2 * j0:2 * (j0 + jw)]
-        for r in range(rows):
-            w0 = Ap32[i0 + r, kp]
-            w1 = Ap32[i0 + r, kp + 1]
-            w2 = Ap32[i0 + r, kp + 2]
-            w3 = Ap32[i0 + r, kp + 3]
-            if w0 == 0 and w1 == 0 and w2 == 0 and w3 == 0:
-                continue
-            for j in range(jw):
-                f0[j] = w0
-                f1[j] = w1
-                f2[j] = w2
-                f3[j] = w3
-            L = lane[r]
-            for j in range(jw):
-                p = np.int32(np.int32(np.int32(a0[2 * j]) * np.int32(b[2 * j]))
-                             + np.int32(np.int32(a0[2 * j + 1]) * np.int32(b[2 * j + 1])))
-                q = np.int32(np.int32(np.int32(a1[2 * j]) * np.int32(c[2 * j]))
-                             + np.int32(np.int32(a1[2 * j + 1]) * np.int32(c[2 * j + 1])))
-                u = np.int32(np.int32(np.int32(a2[2 * j]) * np.int32(d[2 * j]))
-                             + np.int32(np.int32(a2[2 * j + 1]) * np.int32(d[2 * j + 1])))
-                v = np.int32(np.int32(np.int32(a3[2 * j]) * np.int32(e[2 * j]))
-                             + np.int32(np.int32(a3[2 * j + 1]) * np.int32(e[2 * j + 1])))
-                L[j] = np.int32(L[j] + np.int32(np.int32(np.int32(p ^ zero) + np.int32(q ^ zero))
-                                                + np.int32(np.int32(u ^ zero)
-                                                           + np.int32(v ^ zero))))
-        kp += 4
-    while kp < p1:
-        b = Bp16[kp, 2 * j0:2 * (j0 + jw)]
-        for r in range(rows):
-            w0 = Ap32[i0 + r, kp]
-            if w0 == 0:
-                continue
-            for j in range(jw):
-                f0[j] = w0
-            L = lane[r]
-            for j in range(jw):
-                p = np.int32(np.int32(np.int32(a0[2 * j]) * np.int32(b[2 * j]))
-                             + np.int32(np.int32(a0[2 * j + 1]) * np.int32(b[2 * j + 1])))
-                L[j] = np.int32(L[j] + np.int32(p ^ zero))
-        kp += 1
+    _chain(Ap32, Bp16, i0, rows, j0, jw, p0, p1, buf, lane, lane, zero, False)
 
 
 @njit(cache=True)

@@ -103,69 +103,43 @@ def _clip(i, v, pmax):
 # A run is x[f0:f0 + n]; its scales are sc[k0] (vec False) or sc[k0:k0 + n] (vec True).  The
 # arrays are indexed with uint64 offsets rather than sliced: an unsigned index needs no
 # negative-index wraparound (which would turn the loads into gathers), and a run of a few dozen
-# elements (blocks of 32) costs less without the reference counting of slice views.  The three
-# evaluators share one signature (k the kernel record, see _quant_chunk):
-#   (k, x, f0, n, es, sc, k0, vec, mb, gidx, out) -> (saturated, underflowed)
-@njit(cache=True)
-def _run_float(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
-    """float32 x, deterministic modes (mb: the mode's decision bits)."""
+# elements (blocks of 32) costs less without the reference counting of slice views.
+
+#: The three evaluators (the ``kind`` of a record class, see _quant_chunk):
+#: FLOAT: float32 x, deterministic modes; FLOAT_SR: float32 x, stochastic rounding (rbits <=
+#: FLOAT_SR_MAX_BITS); INT: any float x through the integer path, exponents es.
+FLOAT, FLOAT_SR, INT = 0, 1, 2
+
+
+@njit(cache=True, inline="always")
+def _run(k, x, f0, n, es, sc, k0, vec, mb, gidx, out, kind):
+    """Round the run x[f0:f0 + n] into out with the evaluator ``kind``; returns (saturated,
+    underflowed).  kind and vec are constants of the call site (_run_of), so each combination
+    compiles to one plain loop with the others' branches folded away, and the run's one scale
+    or exponent is read once.  Element i's random bits (FLOAT_SR, or INT in mode SR):
+    random_bits(key, base + i) or, with a map, random_bits(key, gidx[i]); mb: the decision
+    bits of a deterministic mode."""
     pmax = k.pmax
-    sat = 0
-    und = 0
-    if vec:
-        for j in range(n):
-            i = np.uint64(f0 + j)
-            y = np.float64(x[i]) * sc[np.uint64(k0 + j)]
-            c, a, b = _clip(_round_y(y, mb), y, pmax)
-            out[i] = c
-            sat += a
-            und += b
-    else:
-        s = sc[k0]
-        for j in range(n):
-            i = np.uint64(f0 + j)
-            y = np.float64(x[i]) * s
-            c, a, b = _clip(_round_y(y, mb), y, pmax)
-            out[i] = c
-            sat += a
-            und += b
-    return sat, und
-
-
-@njit(cache=True)
-def _run_float_sr(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
-    """float32 x, stochastic rounding; element i draws random_bits(key, base + i) or, with a
-    map, random_bits(key, gidx[i])."""
-    key, base, rbits, pmax = k.key, k.base, k.rbits, k.pmax
-    R = pow2(rbits)
-    sat = 0
-    und = 0
-    for j in range(n):
-        i = np.uint64(f0 + j)
-        y = np.float64(x[i]) * sc[np.uint64(k0 + j) if vec else np.uint64(k0)]
-        g = base + f0 + j if gidx is None else gidx[i]
-        c, a, b = _clip(_round_y_sr(y, R, random_bits(key, g), rbits), y, pmax)
-        out[i] = c
-        sat += a
-        und += b
-    return sat, und
-
-
-@njit(cache=True)
-def _run_int(k, x, f0, n, es, sc, k0, vec, mb, gidx, out):
-    """Any float x through the integer path, exponents es[k0] or es[k0:k0 + n]."""
-    mode, key, base, rbits, pmax = k.mode, k.key, k.base, k.rbits, k.pmax
+    R = pow2(k.rbits) if kind == FLOAT_SR else 1.0
+    s = sc[k0]
+    e0 = es[k0]
     sat = 0
     und = 0
     for j in range(n):
         i = np.uint64(f0 + j)
         v = np.float64(x[i])
-        if mode == SR:
-            u = random_bits(key, base + f0 + j if gidx is None else gidx[i])
+        g = k.base + f0 + j if gidx is None else gidx[i]
+        if kind == INT:
+            u = random_bits(k.key, g) if k.mode == SR else U64_0
+            r = _round_int(v, es[np.uint64(k0 + j)] if vec else e0, k.mode, u, k.rbits)
+            y = v
         else:
-            u = U64_0
-        E = es[np.uint64(k0 + j) if vec else np.uint64(k0)]
-        c, a, b = _clip(_round_int(v, E, mode, u, rbits), v, pmax)
+            y = v * (sc[np.uint64(k0 + j)] if vec else s)
+            if kind == FLOAT_SR:
+                r = _round_y_sr(y, R, random_bits(k.key, g), k.rbits)
+            else:
+                r = _round_y(y, mb)
+        c, a, b = _clip(r, y, pmax)
         out[i] = c
         sat += a
         und += b
@@ -229,7 +203,7 @@ def _next_run(st, hi, inner, L, N, nb):
 
 # ----- the quantization kernels on softfloat's chunk driver --------------------------------------
 # Three evaluators, each with its own record class (one chunk function, _quant_chunk, reading
-# the class's run function at compile time), so that Numba compiles (on first use) only the one
+# the class's kind at compile time), so that Numba compiles (on first use) only the one
 # a call needs: a training step in RNE never builds the stochastic or the integer path.  The
 # record: the layout (inner, L, N, nb: x is the flat C order of an (outer, L, inner) tensor with
 # blocks of N along L, nb blocks), mode, key, base, rbits, pmax; the arguments: x, es, sc (the
@@ -241,10 +215,12 @@ def _run_of(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
 
 @overload(_run_of)
 def _run_of_impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
-    run = k.instance_class.run          # chosen at compile time from the record's class
+    kind = k.instance_class.kind        # a constant of the closure, from the record's class
 
     def impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
-        return run(k, x, f, n, es, sc, kk, vec, mb, gidx, out)
+        if vec:
+            return _run(k, x, f, n, es, sc, kk, True, mb, gidx, out, kind)
+        return _run(k, x, f, n, es, sc, kk, False, mb, gidx, out, kind)
     return impl
 
 
@@ -266,16 +242,16 @@ def _quant_chunk(k, lo, hi, c, x, es, sc, gidx, out, counts):
     counts[c, 1] = und
 
 
-def _quant_record(name, run):
+def _quant_record(name, kind):
     cls = record(name, ("inner", "L", "N", "nb", "mode", "key", "base", "rbits", "pmax"),
                  _quant_chunk, __name__)
-    cls.run = run
+    cls.kind = kind
     return cls
 
 
-QuantFloat = _quant_record("QuantFloat", _run_float)
-QuantFloatSR = _quant_record("QuantFloatSR", _run_float_sr)
-QuantInt = _quant_record("QuantInt", _run_int)
+QuantFloat = _quant_record("QuantFloat", FLOAT)
+QuantFloatSR = _quant_record("QuantFloatSR", FLOAT_SR)
+QuantInt = _quant_record("QuantInt", INT)
 
 #: the record class of each evaluator
 EVALUATORS = {"float": QuantFloat, "float_sr": QuantFloatSR, "int": QuantInt}
