@@ -126,14 +126,21 @@ def unpack(FC):
 
 @njit(cache=True, inline="always")
 def _finish(ax, sgn, is_n, rn, q, K, ke, e23):
-    """Code and value patterns from the two paths' results; saturation; sign; flushed (the
-    input pattern ax nonzero, the code 0)."""
+    """Code and value patterns from the two paths' results, then _pack."""
     (d, low, keep, c0, cpar, cpos, cneg, rto, t_half, t_rne, t_pos, t_neg, t_rto, maxcode,
      maxbits, signc, xm, qscale, rbits, k, addc, zm) = K
     code = sel32(is_n, sub32(shr32(rn, d), ke), q)
     # q < 2^31 in every lane (dt >= 1): the signed conversion is exact and vectorises on AVX2
     qv = np.float32(np.float32(np.int32(q)) * qscale).view(np.uint32)
     val = sel32(is_n, sub32(rn, e23), qv)
+    return _pack(code, val, ax, sgn, maxcode, maxbits, signc, xm, addc, zm)
+
+
+@njit(cache=True, inline="always")
+def _pack(code, val, ax, sgn, maxcode, maxbits, signc, xm, addc, zm):
+    """(code byte, value pattern, saturated, flushed) of an element's magnitude code and value
+    pattern: saturation at maxcode, then the sign; flushed: the input pattern ax nonzero, the
+    code 0.  (The end of both _finish and _rne_one.)"""
     sat = gt32(code, maxcode)
     code = sel32(sat, maxcode, code)
     val = sel32(sat, maxbits, val)
@@ -143,8 +150,7 @@ def _finish(ax, sgn, is_n, rn, q, K, ke, e23):
     cb = sel32(ne32(sgn, _U0), or32(add32(xor32(code, xm), addc), signc), code)
     # value: FP keeps the sign of a zero (-0.0), MXINT8's zero is +0
     vb = or32(val, and32(sgn, sel32(nz, np.uint32(0xFFFFFFFF), zm)))
-    flushed = (not nz) & ne32(ax, _U0)
-    return cb, vb, sat, flushed
+    return cb, vb, sat, (not nz) & ne32(ax, _U0)
 
 
 @njit(cache=True, inline="always")
@@ -217,88 +223,75 @@ def _sr_one(b, ax, u, K, BC):
     return cb, v, s, f & (not sl), sl
 
 
-# The four loops (MX or NVFP4 input, deterministic or SR) are written out so that each is one
-# straight loop from 0 over slices (a loop over range(lo, hi) of whole arrays, or a branch on
-# a flag inside it, keeps LLVM from vectorising).  Each returns (saturated, flushed, slow).
+# The four loops (MX or NVFP4 input, deterministic or SR) are one generic loop, _run, whose
+# flags nv and sr are constants of its four callers: inlined there, each is one straight loop
+# from 0 over slices with the other cases' branches folded away (a loop over range(lo, hi) of
+# whole arrays, or a branch on a run-time flag inside it, keeps LLVM from vectorising).  Each
+# returns (saturated, flushed, slow).
 
 @njit(cache=True, inline="always")
-def run_det(xs, es, vs, K, BC):
-    """Deterministic modes over the float32 patterns xs (x * 2^-E)."""
+def _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr):
+    """Element j: y's pattern (x's, or fl32(x * rcp)'s with nv) rounded by _det_one or, with
+    sr, by _sr_one with the bits random_bits(key, base + j)."""
+    xb = xs[j]
+    b = np.float32(xf[j] * rcp).view(np.uint32) if nv else xb
+    ax = and32(xb, F32_ABS)
+    if sr:
+        return _sr_one(b, ax, random_bits(key, base + j), K, BC)
+    return _det_one(b, ax, K, BC)
+
+
+@njit(cache=True, inline="always")
+def _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow):
+    """Store element j's code and value; the three counts plus its flags."""
+    es[j] = np.uint8(cb)
+    vs[j] = v
+    return (add32(sat, sel32(s, _U1, _U0)), add32(fl, sel32(f, _U1, _U0)),
+            add32(slow, sel32(sl, _U1, _U0)))
+
+
+@njit(cache=True, inline="always")
+def _run(xs, xf, rcp, es, vs, K, BC, key, base, nv, sr):
+    """The loop of the four run_* functions (nv, sr: their constants).  The deterministic MX
+    loop goes 16 elements at a time (then the rest one by one); the others in one loop."""
     sat = _U0
     fl = _U0
     slow = _U0
     n = xs.size
-    n16 = n - n % 16
+    n16 = 0 if (nv or sr) else n - n % 16
     for j0 in range(0, n16, 16):
         for jj in range(16):
             j = j0 + jj
-            b = xs[j]
-            cb, v, s, f, sl = _det_one(b, and32(b, F32_ABS), K, BC)
-            es[j] = np.uint8(cb)
-            vs[j] = v
-            sat = add32(sat, sel32(s, _U1, _U0))
-            fl = add32(fl, sel32(f, _U1, _U0))
-            slow = add32(slow, sel32(sl, _U1, _U0))
+            cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr)
+            sat, fl, slow = _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow)
     for j in range(n16, n):
-        b = xs[j]
-        cb, v, s, f, sl = _det_one(b, and32(b, F32_ABS), K, BC)
-        es[j] = np.uint8(cb)
-        vs[j] = v
-        sat = add32(sat, sel32(s, _U1, _U0))
-        fl = add32(fl, sel32(f, _U1, _U0))
-        slow = add32(slow, sel32(sl, _U1, _U0))
+        cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr)
+        sat, fl, slow = _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow)
     return np.int64(sat), np.int64(fl), np.int64(slow)
+
+
+@njit(cache=True, inline="always")
+def run_det(xs, es, vs, K, BC):
+    """Deterministic modes over the float32 patterns xs (x * 2^-E)."""
+    return _run(xs, xs, np.float32(1), es, vs, K, BC, np.uint64(0), 0, False, False)
 
 
 @njit(cache=True, inline="always")
 def run_det_nv(xs, xf, rcp, es, vs, K, BC):
     """Deterministic modes over y = fl32(x * rcp) (NVFP4's float32 product)."""
-    sat = _U0
-    fl = _U0
-    slow = _U0
-    for j in range(xs.size):
-        b = np.float32(xf[j] * rcp).view(np.uint32)
-        cb, v, s, f, sl = _det_one(b, and32(xs[j], F32_ABS), K, BC)
-        es[j] = np.uint8(cb)
-        vs[j] = v
-        sat = add32(sat, sel32(s, _U1, _U0))
-        fl = add32(fl, sel32(f, _U1, _U0))
-        slow = add32(slow, sel32(sl, _U1, _U0))
-    return np.int64(sat), np.int64(fl), np.int64(slow)
+    return _run(xs, xf, rcp, es, vs, K, BC, np.uint64(0), 0, True, False)
 
 
 @njit(cache=True, inline="always")
 def run_sr(xs, es, vs, K, BC, key, base):
     """Stochastic rounding of x * 2^-E; element j's bits: random_bits(key, base + j)."""
-    sat = _U0
-    fl = _U0
-    slow = _U0
-    for j in range(xs.size):
-        b = xs[j]
-        cb, v, s, f, sl = _sr_one(b, and32(b, F32_ABS), random_bits(key, base + j), K, BC)
-        es[j] = np.uint8(cb)
-        vs[j] = v
-        sat = add32(sat, sel32(s, _U1, _U0))
-        fl = add32(fl, sel32(f, _U1, _U0))
-        slow = add32(slow, sel32(sl, _U1, _U0))
-    return np.int64(sat), np.int64(fl), np.int64(slow)
+    return _run(xs, xs, np.float32(1), es, vs, K, BC, key, base, False, True)
 
 
 @njit(cache=True, inline="always")
 def run_sr_nv(xs, xf, rcp, es, vs, K, BC, key, base):
     """Stochastic rounding of y = fl32(x * rcp)."""
-    sat = _U0
-    fl = _U0
-    slow = _U0
-    for j in range(xs.size):
-        b = np.float32(xf[j] * rcp).view(np.uint32)
-        cb, v, s, f, sl = _sr_one(b, and32(xs[j], F32_ABS), random_bits(key, base + j), K, BC)
-        es[j] = np.uint8(cb)
-        vs[j] = v
-        sat = add32(sat, sel32(s, _U1, _U0))
-        fl = add32(fl, sel32(f, _U1, _U0))
-        slow = add32(slow, sel32(sl, _U1, _U0))
-    return np.int64(sat), np.int64(fl), np.int64(slow)
+    return _run(xs, xf, rcp, es, vs, K, BC, key, base, True, True)
 
 
 # ----- round to nearest even: the FPU does the rounding ----------------------------------------
@@ -337,13 +330,7 @@ def _rne_one(yf, ax, R):
     # (a select, which vectorises, unlike min()) so that no lane converts an out-of-range float
     rs = np.float32(r if r < tiny else tiny) * scl
     code = sel32(ge32(rb, eminf), sub32(shr32(rb, d), k2), np.uint32(np.int32(rs)))
-    sat = gt32(code, maxcode)
-    code = sel32(sat, maxcode, code)
-    val = sel32(sat, maxbits, rb)
-    nz = ne32(code, _U0)
-    cb = sel32(ne32(sgn, _U0), or32(add32(xor32(code, xm), addc), signc), code)
-    vb = or32(val, and32(sgn, sel32(nz, np.uint32(0xFFFFFFFF), zm)))
-    return cb, vb, sat, (not nz) & ne32(ax, _U0)
+    return _pack(code, rb, ax, sgn, maxcode, maxbits, signc, xm, addc, zm)
 
 
 @njit(cache=True)
