@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .._quantized import QuantizedTensor
 from .._validate import DEFAULT_SR_BITS
 from ..modes import Mode, parse_mode
 from ..rng import seed_key
@@ -149,7 +150,7 @@ def exponent_shape(shape, axis, block):
     return tuple(shape[:axis]) + (nb,) + tuple(shape[axis + 1:])
 
 
-class DFPTensor:
+class DFPTensor(QuantizedTensor):
     """A dynamic fixed point tensor: value[idx] = mantissa[idx] * 2^exponent[block(idx)].
 
     Attributes
@@ -165,8 +166,12 @@ class DFPTensor:
         consecutive elements along ``axis``; the last block may be shorter)
     saturated : int, how many values were clipped to +-(2^(P-1) - 1) when this tensor was made
     underflowed : int, how many nonzero inputs became 0 when this tensor was made
+    lazy : bool, True for the result of dfp.quantize on a dask array: ``mantissa`` is then a
+        dask array and ``saturated`` / ``underflowed`` are 0-d dask arrays (``exponent`` is
+        always numpy); ``compute()`` gives the numpy-backed tensor
     """
 
+    _DATA = "mantissa"
     __slots__ = ("mantissa", "exponent", "bits", "axis", "block", "saturated", "underflowed",
                  "_lazy")
 
@@ -222,31 +227,13 @@ class DFPTensor:
         return t
 
     # ----- lazy (dask) tensors ------------------------------------------------------------
-    @property
-    def lazy(self) -> bool:
-        """True for the result of dfp.quantize on a dask array: ``mantissa`` is a dask array and
-        ``saturated`` / ``underflowed`` are 0-d dask arrays (``exponent`` is always numpy)."""
-        return self._lazy is not None
-
-    def compute(self) -> DFPTensor:
-        """The numpy-backed tensor: a lazy tensor's integers and counts computed together (every
-        chunk rounded once); a numpy-backed tensor returns itself."""
-        if self._lazy is None:
-            return self
-        rec = np.asarray(self._lazy.compute())
+    def _from_records(self, rec) -> DFPTensor:
+        """The numpy-backed tensor of the computed records (QuantizedTensor.compute)."""
         return DFPTensor._trusted(np.ascontiguousarray(rec["m"]), self.exponent, self.bits,
                                   self.axis, self.block, int(rec["s"].sum()),
                                   int(rec["u"].sum()))
 
     # ----- shape and layout ---------------------------------------------------------------
-    @property
-    def shape(self):
-        return self.mantissa.shape
-
-    @property
-    def ndim(self):
-        return self.mantissa.ndim
-
     @property
     def layout(self):
         """(axis, block): (None, None) per tensor, (axis, None) per slice, (axis, N) blocks."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._quantized import QuantizedTensor
 from ..bits import from_bits as _sf_from_bits
 from ._formats import BlockFormat, get_block_format
 
@@ -93,7 +94,7 @@ def expand_scales(scales, geom, shape):
     return s.reshape(shape)
 
 
-class BlockTensor:
+class BlockTensor(QuantizedTensor):
     """A tensor quantized to a block format (see softfloat/mx/__init__.py).
 
     Attributes
@@ -108,7 +109,13 @@ class BlockTensor:
     tensor_scale : float or None (NVFP4's per-tensor float32 scale)
     saturated : int or None: elements clamped to +-max (None when built by from_bits)
     flushed : int or None: nonzero inputs whose element is 0
+    lazy : bool: True for the result of mx.quantize on a dask array: ``elements``,
+        ``element_bits``, ``scales`` and ``scale_bits`` are then dask arrays and ``saturated``
+        / ``flushed`` 0-d dask arrays, all views of one intermediate; ``compute()`` gives the
+        numpy-backed tensor
     """
+
+    _DATA = "elements"
 
     def __init__(self, fmt, elements, element_bits, scales, scale_bits, *, block, axis, geom,
                  scale_rule=None, tensor_scale=None, saturated=None, flushed=None, mode=None):
@@ -127,19 +134,8 @@ class BlockTensor:
         self.mode = mode
         self._lazy = None           # the dask intermediate of a lazy tensor (softfloat/mx/_lazy)
 
-    @property
-    def lazy(self) -> bool:
-        """True for the result of mx.quantize on a dask array: ``elements``, ``element_bits``,
-        ``scales`` and ``scale_bits`` are dask arrays and ``saturated`` / ``flushed`` 0-d dask
-        arrays, all views of one intermediate."""
-        return self._lazy is not None
-
-    def compute(self) -> BlockTensor:
-        """The numpy-backed tensor: a lazy tensor's arrays and counts computed together (every
-        chunk quantized once); a numpy-backed tensor returns itself."""
-        if self._lazy is None:
-            return self
-        rec = np.asarray(self._lazy.compute())
+    def _from_records(self, rec) -> BlockTensor:
+        """The numpy-backed tensor of the computed records (QuantizedTensor.compute)."""
         first = tuple(slice(None, None, self.block[self.axis.index(d)]) if d in self.axis
                       else slice(None) for d in range(rec.ndim))
         return BlockTensor(self.format, np.ascontiguousarray(rec["v"]),
@@ -149,14 +145,6 @@ class BlockTensor:
                            axis=self.axis, geom=self._geom, scale_rule=self.scale_rule,
                            tensor_scale=self.tensor_scale, saturated=int(rec["nsat"].sum()),
                            flushed=int(rec["nflush"].sum()), mode=self.mode)
-
-    @property
-    def shape(self):
-        return self.elements.shape
-
-    @property
-    def size(self):
-        return self.elements.size
 
     def block_scales(self) -> np.ndarray:
         """The scale of every element's block, as float64 (shape ``shape``), tensor scale
