@@ -351,3 +351,55 @@ def test_bit_constant_finder_detects_a_copy(tmp_path, monkeypatch):
     found = _bit_constant_definitions(f, values)
     # typed constants at module level only (a plain int such as int32's max is another thing)
     assert [s.split(" ")[0] for s in found] == ["k.py:2", "k.py:3"]
+
+
+# ----- one chunk driver for the elementwise kernels ---------------------------------------------
+#: Parallel functions that size their work with CHUNK but are not elementwise chunk loops, and
+#: why they do not run on softfloat/_driver.py.
+CHUNK_LOOP_EXCEPTIONS = {
+    ("softfloat/dfp/_kernels_quant.py", "block_absmax_kernel"):
+        "tasks of whole blocks (strided when inner > 1), about CHUNK elements each",
+}
+
+
+def _chunk_loops(path: Path) -> list[tuple[str, int]]:
+    """(function, lineno) of every function of the file that loops with ``prange`` and names
+    CHUNK: a parallel loop over fixed chunks of elements, the driver's job."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute)}
+        if "prange" in names and "CHUNK" in names:
+            found.append((fn.name, fn.lineno))
+    return found
+
+
+def test_elementwise_chunk_loops_only_in_the_driver():
+    """softfloat's elementwise kernels are chunk functions run by softfloat/_driver.py's
+    launch (one chunk size, one serial/parallel rule, per-chunk result rows): no other module
+    writes its own prange loop over CHUNK-sized chunks."""
+    bad = []
+    for path in _modules("softfloat"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "softfloat/_driver.py":
+            continue
+        bad += [f"{rel}:{line} {name}" for name, line in _chunk_loops(path)
+                if (rel, name) not in CHUNK_LOOP_EXCEPTIONS]
+    assert not bad, ("prange loops over CHUNK outside softfloat/_driver.py (write a chunk "
+                     "function and a record, and call _driver.launch): " + ", ".join(bad))
+    # the exceptions still exist (a stale entry would hide nothing, but should be removed)
+    for rel, name in CHUNK_LOOP_EXCEPTIONS:
+        assert name in [n for n, _ in _chunk_loops(ROOT / rel)], (rel, name)
+
+
+def test_chunk_loop_finder_detects_a_loop(tmp_path):
+    f = tmp_path / "k.py"
+    f.write_text("from numba import njit, prange\nCHUNK = 1 << 14\n"
+                 "@njit(parallel=True)\ndef k(x):\n    nch = (x.size + CHUNK - 1) // CHUNK\n"
+                 "    for c in prange(nch):\n        x[c] = 0\n"
+                 "def serial(x):\n    for c in range(x.size // CHUNK):\n        x[c] = 0\n"
+                 "def tiles(x, D):\n    for c in D.prange(x.size // D.CHUNK):\n        x[c] = 0\n")
+    assert _chunk_loops(f) == [("k", 4), ("tiles", 11)]
