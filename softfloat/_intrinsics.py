@@ -84,46 +84,35 @@ ACC_INT = ISA == "avx512"
 _U32 = types.uint32
 
 
-def _binary(op: str, doc: str):
+def _op32(op: str, doc: str, compare: bool = False):
+    """The intrinsic of one LLVM i32 instruction on two uint32 values: the IRBuilder method
+    ``op`` (uint32 result) or, with compare, the unsigned comparison ``op`` (boolean result)."""
     @intrinsic
     def fn(typingctx, a, b):
         if a != _U32 or b != _U32:
             return None
 
         def codegen(context, builder, signature, args):
+            if compare:
+                return builder.icmp_unsigned(op, args[0], args[1])
             return getattr(builder, op)(args[0], args[1])
-        return _U32(_U32, _U32), codegen
+        return (types.boolean if compare else _U32)(_U32, _U32), codegen
     fn.__doc__ = doc
     return fn
 
 
-add32 = _binary("add", "a + b modulo 2^32")
-sub32 = _binary("sub", "a - b modulo 2^32")
-and32 = _binary("and_", "a & b")
-or32 = _binary("or_", "a | b")
-xor32 = _binary("xor", "a ^ b")
-shr32 = _binary("lshr", "a >> s (logical; s < 32)")
-shl32 = _binary("shl", "(a << s) modulo 2^32 (s < 32)")
-
-
-def _compare(op: str, doc: str):
-    @intrinsic
-    def fn(typingctx, a, b):
-        if a != _U32 or b != _U32:
-            return None
-
-        def codegen(context, builder, signature, args):
-            return builder.icmp_unsigned(op, args[0], args[1])
-        return types.boolean(_U32, _U32), codegen
-    fn.__doc__ = doc
-    return fn
-
-
-lt32 = _compare("<", "a < b (unsigned)")
-ge32 = _compare(">=", "a >= b (unsigned)")
-gt32 = _compare(">", "a > b (unsigned)")
-ne32 = _compare("!=", "a != b")
-eq32 = _compare("==", "a == b")
+add32 = _op32("add", "a + b modulo 2^32")
+sub32 = _op32("sub", "a - b modulo 2^32")
+and32 = _op32("and_", "a & b")
+or32 = _op32("or_", "a | b")
+xor32 = _op32("xor", "a ^ b")
+shr32 = _op32("lshr", "a >> s (logical; s < 32)")
+shl32 = _op32("shl", "(a << s) modulo 2^32 (s < 32)")
+lt32 = _op32("<", "a < b (unsigned)", compare=True)
+ge32 = _op32(">=", "a >= b (unsigned)", compare=True)
+gt32 = _op32(">", "a > b (unsigned)", compare=True)
+ne32 = _op32("!=", "a != b", compare=True)
+eq32 = _op32("==", "a == b", compare=True)
 
 
 @intrinsic
@@ -240,15 +229,24 @@ def _is_c(arr, dtype):
 
 
 # ---- float64 vectors -------------------------------------------------------------------------
-@intrinsic
-def vload(typingctx, arr, off):
-    """The LANES float64 arr.flat[off:off + LANES] of a C-contiguous float64 array."""
-    if not _is_c(arr, types.float64):
-        return None
+def _load(dtype, llty, vtype, align, doc):
+    """The intrinsic load(arr, off) of one vector (LLVM type llty, Numba type vtype) from
+    arr.flat[off:...] of a C-contiguous array of ``dtype`` (no bounds check)."""
+    @intrinsic
+    def load(typingctx, arr, off):
+        if not _is_c(arr, dtype):
+            return None
 
-    def codegen(context, builder, sig, args):
-        return builder.load(_ptr(context, builder, sig.args[0], args[0], args[1], _VF), align=8)
-    return F64V(arr, types.intp), codegen
+        def codegen(context, builder, sig, args):
+            return builder.load(_ptr(context, builder, sig.args[0], args[0], args[1], llty),
+                                align=align)
+        return vtype(arr, types.intp), codegen
+    load.__doc__ = doc
+    return load
+
+
+vload = _load(types.float64, _VF, F64V, 8,
+              "The LANES float64 arr.flat[off:off + LANES] of a C-contiguous float64 array.")
 
 
 @intrinsic
@@ -415,15 +413,9 @@ def vacc_float(typingctx, a):
 
 
 # ---- int16 exponent codes of a ROWS x LANES tile (lane LANES r + l: row r, column l) ---------
-@intrinsic
-def sload(typingctx, arr, off):
-    """The ROWS * LANES int16 arr.flat[off:off + ROWS * LANES] of a C-contiguous int16 array."""
-    if not _is_c(arr, types.int16):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_ptr(context, builder, sig.args[0], args[0], args[1], _VS), align=2)
-    return I16V(arr, types.intp), codegen
+sload = _load(types.int16, _VS, I16V, 2,
+              "The ROWS * LANES int16 arr.flat[off:off + ROWS * LANES] of a C-contiguous int16 "
+              "array.")
 
 
 @intrinsic
