@@ -1,8 +1,10 @@
 """The one chunked driver of softfloat's elementwise kernels.
 
-Every elementwise kernel (rounding, bit patterns, the IEEE utilities) is a per-chunk function
-plus a parameter record; this module runs it over an array in fixed chunks, on the calling thread
-for small arrays and in a ``prange`` loop otherwise.  What it fixes once for all of them:
+Every elementwise kernel (rounding, arithmetic, bit patterns, the IEEE utilities, DFP's
+quantization, shifts and sums) is a per-chunk function plus a parameter record; this module
+runs it over an array in fixed chunks, on the calling thread for small arrays and in a
+``prange`` loop otherwise (tests/test_structure.py checks that no other module writes such a
+loop).  What it fixes once for all of them:
 
 * the chunk size ``CHUNK`` (2^14 elements) and the chunk loop, so that each chunk c covers
   elements [c * CHUNK, min(n, (c + 1) * CHUNK));

@@ -226,14 +226,13 @@ def _arith_record(name, op):
     return cls
 
 
-ArithAdd = _arith_record("ArithAdd", ADD)
-ArithSub = _arith_record("ArithSub", SUB)
-ArithMul = _arith_record("ArithMul", MUL)
-ArithDiv = _arith_record("ArithDiv", DIV)
-ArithSqrt = _arith_record("ArithSqrt", SQRT)
-ArithFma = _arith_record("ArithFma", FMA)
-_RECORDS = {ADD: ArithAdd, SUB: ArithSub, MUL: ArithMul, DIV: ArithDiv, SQRT: ArithSqrt,
-            FMA: ArithFma}
+# The record class of each operation: ArithAdd, ArithSub, ArithMul, ArithDiv, ArithSqrt,
+# ArithFma, each bound to its module-level name here (Numba's cache refers to a record class by
+# module and name).
+_RECORDS = {}
+for _name, _op in (("ArithAdd", ADD), ("ArithSub", SUB), ("ArithMul", MUL), ("ArithDiv", DIV),
+                   ("ArithSqrt", SQRT), ("ArithFma", FMA)):
+    _RECORDS[_op] = globals()[_name] = _arith_record(_name, _op)
 
 
 # ----- Python entry ------------------------------------------------------------------------------

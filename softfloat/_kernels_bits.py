@@ -257,14 +257,22 @@ def _from_bits_chunk(k, lo, hi, c, bits, ob):
         store_carrier(ob, i, np.float64(decode(np.uint64(bits[i]), fp)).view(np.uint64))
 
 
+@njit(cache=True, inline="always")
+def _pattern_or_pass(x, fp):
+    """(pattern, status) of x for the neighbour functions, which return a NaN x unchanged with
+    status OK (its pattern 0 is then unused) and any x off the format unchanged with its
+    status."""
+    if x != x:
+        return _ZERO, OK
+    return encode(x, fp)
+
+
 @njit(cache=True)
 def next_up_one(x, fp):
     """Least value of the format above x (x a value of the format); returns (value, status).
     None above max: +Inf in ieee formats, NaN otherwise."""
-    if x != x:
-        return x, OK
-    p, st = encode(x, fp)
-    if st != OK:
+    p, st = _pattern_or_pass(x, fp)
+    if x != x or st != OK:
         return x, st
     signbit = (_ONE << np.uint64(fp.exp_bits + fp.man_bits)) if fp.signed != 0 else _ZERO
     mag = p & ~signbit
@@ -292,10 +300,8 @@ def next_up_one(x, fp):
 @njit(cache=True)
 def next_down_unsigned(x, fp):
     """Greatest value of an unsigned format below x; NaN when there is none."""
-    if x != x:
-        return x, OK
-    p, st = encode(x, fp)
-    if st != OK:
+    p, st = _pattern_or_pass(x, fp)
+    if x != x or st != OK:
         return x, st
     top = max_pattern(fp)
     if p > top:                                  # +Inf -> max
@@ -402,12 +408,12 @@ def _record(name: str, chunk):
     return record(name, FormatParams._fields + ("direction",), chunk, __name__)
 
 
-ToBits = _record("ToBits", _to_bits_chunk)
-FromBits = _record("FromBits", _from_bits_chunk)
-NextUpDown = _record("NextUpDown", _next_chunk)
-Exponent = _record("Exponent", _exponent_chunk)
-Ulp = _record("Ulp", _ulp_chunk)
-Classify = _record("Classify", _classify_chunk)
+# The record classes ToBits, FromBits, NextUpDown, Exponent, Ulp and Classify, each bound to its
+# module-level name here (Numba's cache refers to a record class by module and name).
+for _name, _chunk in (("ToBits", _to_bits_chunk), ("FromBits", _from_bits_chunk),
+                      ("NextUpDown", _next_chunk), ("Exponent", _exponent_chunk),
+                      ("Ulp", _ulp_chunk), ("Classify", _classify_chunk)):
+    globals()[_name] = _record(_name, _chunk)
 
 
 def run(rec, fp, n, *args, direction=0):

@@ -48,7 +48,7 @@ from enum import IntEnum
 import numpy as np
 
 from . import _kernels_bits as KB
-from ._driver import CHUNK
+from ._driver import flag_table
 from ._validate import as_float_array, check_format, finish
 
 __all__ = ["to_bits", "from_bits", "next_up", "next_down", "ulp", "exponent", "classify",
@@ -75,7 +75,7 @@ CLASS_NAMES = ("nan", "-inf", "-normal", "-subnormal", "-zero",
 
 
 def _bad_table(n: int) -> np.ndarray:
-    bad = np.zeros((max((n + CHUNK - 1) // CHUNK, 1), 2), dtype=np.int64)
+    bad = flag_table(n, 2)
     bad[:, 0] = -1
     return bad
 
