@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
-from numba.extending import overload
 
 from .._driver import CHUNK, record
 from .._primitives import (F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
@@ -105,7 +104,7 @@ def _clip(i, v, pmax):
 # negative-index wraparound (which would turn the loads into gathers), and a run of a few dozen
 # elements (blocks of 32) costs less without the reference counting of slice views.
 
-#: The three evaluators (the ``kind`` of a record class, see _quant_chunk):
+#: The three evaluators (the ``kind`` of a chunk function, see _walk):
 #: FLOAT: float32 x, deterministic modes; FLOAT_SR: float32 x, stochastic rounding (rbits <=
 #: FLOAT_SR_MAX_BITS); INT: any float x through the integer path, exponents es.
 FLOAT, FLOAT_SR, INT = 0, 1, 2
@@ -114,7 +113,7 @@ FLOAT, FLOAT_SR, INT = 0, 1, 2
 @njit(cache=True, inline="always")
 def _run(k, x, f0, n, es, sc, k0, vec, mb, gidx, out, kind):
     """Round the run x[f0:f0 + n] into out with the evaluator ``kind``; returns (saturated,
-    underflowed).  kind and vec are constants of the call site (_run_of), so each combination
+    underflowed).  kind and vec are constants of the call site (_walk), so each combination
     compiles to one plain loop with the others' branches folded away, and the run's one scale
     or exponent is read once.  Element i's random bits (FLOAT_SR, or INT in mode SR):
     random_bits(key, base + i) or, with a map, random_bits(key, gidx[i]); mb: the decision
@@ -202,31 +201,18 @@ def _next_run(st, hi, inner, L, N, nb):
 
 
 # ----- the quantization kernels on softfloat's chunk driver --------------------------------------
-# Three evaluators, each with its own record class (one chunk function, _quant_chunk, reading
-# the class's kind at compile time), so that Numba compiles (on first use) only the one
-# a call needs: a training step in RNE never builds the stochastic or the integer path.  The
-# record: the layout (inner, L, N, nb: x is the flat C order of an (outer, L, inner) tensor with
-# blocks of N along L, nb blocks), mode, key, base, rbits, pmax; the arguments: x, es, sc (the
-# (outer, nb, inner) exponents and scales 2^-E, flattened), gidx (None or the map of global
-# indices), out and counts (one row per chunk: saturated, underflowed).
-def _run_of(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(_run_of)
-def _run_of_impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
-    kind = k.instance_class.kind        # a constant of the closure, from the record's class
-
-    def impl(k, x, f, n, es, sc, kk, vec, mb, gidx, out):
-        if vec:
-            return _run(k, x, f, n, es, sc, kk, True, mb, gidx, out, kind)
-        return _run(k, x, f, n, es, sc, kk, False, mb, gidx, out, kind)
-    return impl
-
-
-@njit(cache=True)
-def _quant_chunk(k, lo, hi, c, x, es, sc, gidx, out, counts):
-    """Elements [lo, hi) run by run; counts[c] = (saturated, underflowed)."""
+# Three evaluators, each with its own record class and chunk function (_walk with its kind),
+# so that Numba compiles (on first use) only the one a call needs: a training step in RNE never
+# builds the stochastic or the integer path.  The record: the layout (inner, L, N, nb: x is the
+# flat C order of an (outer, L, inner) tensor with blocks of N along L, nb blocks), mode, key,
+# base, rbits, pmax; the arguments: x, es, sc (the (outer, nb, inner) exponents and scales
+# 2^-E, flattened), gidx (None or the map of global indices), out and counts (one row per
+# chunk: saturated, underflowed).
+@njit(cache=True, inline="always")
+def _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, kind):
+    """Elements [lo, hi) run by run with the evaluator kind; counts[c] = (saturated,
+    underflowed).  The runs are inlined here (two loops: vec True and False), which matters for
+    runs as short as a block of 32."""
     mb = mode_bits(k.mode)
     st = _run_start(lo, k.inner, k.L, k.N)
     sat = 0
@@ -235,23 +221,35 @@ def _quant_chunk(k, lo, hi, c, x, es, sc, gidx, out, counts):
         f, n, kk = _next_run(st, hi, k.inner, k.L, k.N, k.nb)
         if n == 0:
             break
-        a, u = _run_of(k, x, f, n, es, sc, kk, k.inner > 1, mb, gidx, out)
+        if k.inner > 1:
+            a, u = _run(k, x, f, n, es, sc, kk, True, mb, gidx, out, kind)
+        else:
+            a, u = _run(k, x, f, n, es, sc, kk, False, mb, gidx, out, kind)
         sat += a
         und += u
     counts[c, 0] = sat
     counts[c, 1] = und
 
 
-def _quant_record(name, kind):
-    cls = record(name, ("inner", "L", "N", "nb", "mode", "key", "base", "rbits", "pmax"),
-                 _quant_chunk, __name__)
-    cls.kind = kind
-    return cls
+@njit(cache=True)
+def _chunk_float(k, lo, hi, c, x, es, sc, gidx, out, counts):
+    _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, FLOAT)
 
 
-QuantFloat = _quant_record("QuantFloat", FLOAT)
-QuantFloatSR = _quant_record("QuantFloatSR", FLOAT_SR)
-QuantInt = _quant_record("QuantInt", INT)
+@njit(cache=True)
+def _chunk_float_sr(k, lo, hi, c, x, es, sc, gidx, out, counts):
+    _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, FLOAT_SR)
+
+
+@njit(cache=True)
+def _chunk_int(k, lo, hi, c, x, es, sc, gidx, out, counts):
+    _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, INT)
+
+
+_QUANT_FIELDS = ("inner", "L", "N", "nb", "mode", "key", "base", "rbits", "pmax")
+QuantFloat = record("QuantFloat", _QUANT_FIELDS, _chunk_float, __name__)
+QuantFloatSR = record("QuantFloatSR", _QUANT_FIELDS, _chunk_float_sr, __name__)
+QuantInt = record("QuantInt", _QUANT_FIELDS, _chunk_int, __name__)
 
 #: the record class of each evaluator
 EVALUATORS = {"float": QuantFloat, "float_sr": QuantFloatSR, "int": QuantInt}
