@@ -134,7 +134,8 @@ def quantize_blocks(flat, geometry, es, mode, key, rbits, pmax, out, *, base=0, 
                               int(pmax))
     counts = flag_table(n, 2)
     launch(rec, n, flat, es, sc, gidx, out, counts)
-    return int(counts[:, 0].sum()), int(counts[:, 1].sum())
+    sat, und = counts.sum(axis=0).tolist()     # one reduction (small tensors: per-call cost)
+    return sat, und
 
 
 def quantize(x, bits=16, mode=None, *, rounding=None, axis=None, block=None,
