@@ -61,7 +61,7 @@ Pass 1x (``_lean`` with ``ext``), only when flags are not counted, in formats wi
   normal range, so pass 1's rounding of the pattern at bit d is already the grid rounding (a
   carry gives 2^emin's pattern; with m = 0 pass 1's RNE and RTO read bit d as the exponent's,
   not as the parity of k q's k, hence m >= 1);
-* the grid rounding rg of pass 2 (_grid_low), in stochastic rounding.
+* the grid rounding rg of pass 3 (_grid_low) in stochastic rounding, in _grid_sr's one formula.
   Elements _grid_low leaves to round_value (SR with r >= 32 in 32-bit lanes, see pass 4) and
   negative inputs of unsigned formats stay marked.  Without the extension (flags counted, FTZ
   formats, the other modes when neither the add nor the linear grid applies) pass 2 follows.
@@ -359,7 +359,7 @@ def _lean(b, U, P, is_sr, ext):
         return out, inex & (not special), ovf & (not special), special
     small = vlt(a, P.tinybits)
     if is_sr:
-        rg, inexg, slow = _grid_low(a, vshr(a, P.F), neg, U, P, True)
+        rg, slow = _grid_sr(a, U, P)
         rn = vsel(small, rg, rn)
         slow = slow & small
     else:
@@ -401,6 +401,35 @@ def _grid_low(a, E, neg, U, P, is_sr):
     rg = vsel(vne(q, zero),
               vsel(vge(fq, P.fq_norm_min), vadd(fq, P.qe_shift), vshl(q, P.qsub_shift)), zero)
     return rg, inexg, slow
+
+
+@njit(cache=True, inline="always")
+def _grid_sr(a, U, P):
+    """(rg, needs round_value): _grid_low's stochastic rounding for pass 1x, in one formula
+    for every drop: q = (sig >> drop) + up, up iff t + (u >> (64 - k)) >= 2^k, t = the k bits
+    of sig below bit drop (floor(f 2^k), f = frac(sig / 2^drop)), k = min(r, drop).  It is
+    _grid_low's: below 2^emin drop >= d >= 1; for drop <= F + 2 there, (sig + ((u >> (64 - k))
+    << (drop - k))) >> drop adds the carry of the low drop bits, and (sig mod 2^drop) + A 2^j
+    >= 2^drop iff floor((sig mod 2^drop) / 2^j) + A >= 2^(drop - j) (j = drop - k; the right
+    side is a multiple of 2^j); beyond, sig >> drop = 0 and t is _grid_low's.  Shifts are
+    clamped to W - 1 (sig < 2^(F+1) shifted by W - 1 is 0); k >= W (r >= 32 in 32-bit lanes,
+    drop >= 32: sig / 2^drop < 2^-8) is _grid_low's "wide" case: up only if the top 8 random
+    bits are all ones, left to round_value then."""
+    one = P.lane1
+    zero = P.lane0
+    E = vshr(a, P.F)
+    sig = vor(vand(a, P.mf), vsel(vne(E, zero), P.hid, zero))
+    drop = vsub(P.dbias, vmax(E, one))
+    k = vmin(P.rbits_t, drop)
+    wide = vge(k, P.W)
+    kk = vmin(k, P.Wm1)
+    t = vand(vshr(sig, vmin(vsub(drop, kk), P.Wm1)), vsub(vshl(one, kk), one))
+    up = vge(vadd(t, vshr(U, vsub(P.W, kk))), vshl(one, kk)) & (not wide)
+    q = vadd(vshr(sig, vmin(drop, P.Wm1)), vsel(up, one, zero))
+    fq = vfbits(q)
+    rg = vsel(vne(q, zero),
+              vsel(vge(fq, P.fq_norm_min), vadd(fq, P.qe_shift), vshl(q, P.qsub_shift)), zero)
+    return rg, wide & (not vlt(vshr(U, P.W8), P.top8))
 
 
 @njit(cache=True, inline="always")
@@ -580,12 +609,34 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     return np.int64(n_mark)
 
 
+def _settle_elem(b, U, P, is_sr, level):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(_settle_elem, inline="always", prefer_literal=True)
+def _settle_elem_impl(b, U, P, is_sr, level):
+    """(pattern, flag bits, left) of pass 1x (level 1, flags not counted), 2 or 3 for one
+    element: chosen at compile time from the literal level, so that each call site of
+    _settle_block compiles one pass, not three."""
+    lv = getattr(level, "literal_value", None)
+    if lv == 1:
+        def lean_x(b, U, P, is_sr, level):
+            o, inex, ovf, left = _lean(b, U, P, is_sr, True)
+            return o, P.lane0, left
+        return lean_x
+    if lv == 2:
+        return lambda b, U, P, is_sr, level: _common(b, U, P, is_sr)
+    if lv == 3:
+        return lambda b, U, P, is_sr, level: _full(b, U, P, is_sr)
+    return None
+
+
 @njit(cache=True, inline="always")
 def _settle_block(xs, os, P, key, base, counts, c, is_sr, want_flags, level, every):
     """Pass 1x (level 1: _lean extended, flags not counted), 2 (level 2: _common) or 3 (level
-    3: _full) over a block: the marked elements (or, with ``every``, all of them) get their
-    results, except those the level cannot decide, which stay marked; returns how many stay
-    marked."""
+    3: _full; ``level`` a constant at every call) over a block: the marked elements (or, with
+    ``every``, all of them) get their results, except those the level cannot decide, which
+    stay marked; returns how many stay marked."""
     zero = P.lane0
     mark = out_mark(os)
     n_left = zero
@@ -595,13 +646,7 @@ def _settle_block(xs, os, P, key, base, counts, c, is_sr, want_flags, level, eve
     n_inv = zero
     for j in range(xs.size):
         U = vtop(random_bits(key, base + j), zero) if is_sr else zero
-        if level == 1:
-            o, inex, ovf, left = _lean(xs[j], U, P, is_sr, True)
-            fl = zero
-        elif level == 2:
-            o, fl, left = _common(xs[j], U, P, is_sr)
-        else:
-            o, fl, left = _full(xs[j], U, P, is_sr)
+        o, fl, left = _settle_elem(xs[j], U, P, is_sr, level)
         todo = True if every else os[j] == mark
         os[j] = vsel(todo & (not left), to_out(o, os), vsel(todo, mark, os[j]))
         n_left = vadd(n_left, vsel(todo & left, P.lane1, zero))
