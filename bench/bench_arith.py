@@ -15,6 +15,10 @@ the AVX2 code path on an AVX-512 host).  Best of a few repeats after one warm-up
 compilation is excluded), with short idle gaps between libraries so the thread pools do not
 fight over the cores.
 
+Then the small tensors of training (the demo MLP's 32 x 64 activations): sf.round, sf.add and
+sf.mul per call (1000 calls per timing), against numpy's own float32 operation per call, where
+the cost is the call's (validation, the kernel launch), not the arithmetic.
+
 Run as a script to print the table: ``python bench/bench_arith.py``.
 """
 
@@ -114,6 +118,42 @@ def run() -> list[dict]:
                         rows[0]["cpu"] = _cpu_name()
                     rows.append(row)
                     time.sleep(GAP)
+    rows += _small_rows(rng)
+    return rows
+
+
+#: The demo MLP's activations (batch 32, width 64), per call, SMALL_CALLS calls per timing.
+SMALL = (32, 64)
+SMALL_CALLS = 1000
+
+
+def _small_rows(rng) -> list[dict]:
+    a, b = (sf.round(rng.standard_normal(SMALL).astype(np.float32), "fp16") for _ in range(2))
+
+    def per_call(fn):
+        def loop():
+            for _ in range(SMALL_CALLS):
+                fn()
+        return _best(loop) / SMALL_CALLS
+
+    rows = []
+    for base_name, base_fn, cases in (
+            ("numpy float32 add, 32x64, per call", lambda: np.add(a, b), (
+                ("sf.add fp16 rne, 32x64, per call", lambda: sf.add(a, b, "fp16")),
+                ("sf.add bf16 sr, 32x64, per call", lambda: sf.add(a, b, "bf16", "sr", seed=7)))),
+            ("numpy float32 multiply, 32x64, per call", lambda: np.multiply(a, b), (
+                ("sf.mul fp16 rne, 32x64, per call", lambda: sf.mul(a, b, "fp16")),)),
+            ("numpy astype(float16) round trip, 32x64, per call",
+             lambda: a.astype(np.float16).astype(np.float32), (
+                ("sf.round fp16 rne, 32x64, per call", lambda: sf.round(a, "fp16")),
+                ("sf.round bf16 sr, 32x64, per call",
+                 lambda: sf.round(a, "bf16", "sr", seed=7))))):
+        base = per_call(base_fn)
+        rows.append({"name": base_name, "seconds": base, "baseline": None, "ratio": None})
+        for name, fn in cases:
+            t = per_call(fn)
+            rows.append({"name": name, "seconds": t, "baseline": base_name, "ratio": t / base})
+        time.sleep(GAP)
     return rows
 
 

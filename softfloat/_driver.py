@@ -26,20 +26,29 @@ Interface (how to write a kernel that runs on it)::
             out[i], fl = ...                        # the per-element work
             add_flag_counts(counts, c, fl)
 
-    # the kernel's record class: flat, the format's fields (FormatParams._fields) and its own
-    MyKernel = record("MyKernel", FormatParams._fields + ("mode",), _my_chunk, __name__)
+    # the kernel's record class: the static fields (here the format's), then the per-call ones
+    MyKernel = record("MyKernel", FormatParams._fields, _my_chunk, __name__,
+                      dynamic=(("mode", np.int64), ("key", np.uint64)))
 
+    static = MyKernel.params(*fmt.kernel_params())  # once per format (cache it)
     counts = flag_table(x.size)
-    launch(MyKernel(*fmt.kernel_params(), int(mode)), x.size, x, out, counts)
+    launch(static, (int(mode), np.uint64(key)), x.size, x, out, counts)
 
-``launch(kernel, n, *args)`` calls ``type(kernel).chunk(kernel, lo, hi, c, *args)`` for every
-chunk.  Records are FLAT named tuples of scalars and args are arrays and scalars: Numba's parallel
-loops cannot take a tuple inside a tuple (a FormatParams inside the record fails to compile), so
-the format's fields are copied into the record, and ``format_params_of`` rebuilds the
-FormatParams inside the chunk function where round_value & co need one.  The arrays in args are
-the caller's (make uint32/uint64 views in Python and pass them: writes through a view made inside
-a parallel Numba function can be lost).  Numba compiles the driver once per (record class,
-argument types); the record's values are run-time data.
+``launch(static, dynamic, n, *args)`` calls ``chunk(k, lo, hi, c, *args)`` for every chunk, with
+``k`` the record class's named tuple of the static fields' values (from ``static``) and the
+dynamic ones (from the tuple ``dynamic``, each converted to its declared type).  A record is
+passed in two parts because Numba types every argument of every call: a named tuple of numpy
+scalars costs about 4 us per call for sf.round's 85 fields (measured), while a read-only
+structured array of the static fields (typed from its dtype, made once and cached by the
+caller) and a short tuple of Python scalars cost well under 1 us.  The structured array's first
+field, ``record_<Name>``, names the record class, from which the driver picks the chunk
+function and the field order at compile time.  Numba's parallel loops cannot take a tuple
+inside a tuple, so records are flat: the format's fields are among the record's, and
+``format_params_of`` rebuilds the FormatParams inside the chunk function where round_value &
+co need one.  The arrays in args are the caller's (make uint32/uint64 views in Python and pass
+them: writes through a view made inside a parallel Numba function can be lost).  Numba compiles
+the driver once per (record class, static field types, argument types); the values are
+run-time data.
 
 Numba caching caveat: the compiled drivers are cached with this file's timestamp, and a chunk
 function is compiled into them; after editing a chunk function clear the caches (see
@@ -100,31 +109,97 @@ def add_flag_counts(counts, c, fl):
                 counts[c, k] += 1
 
 
-def record(name: str, fields, chunk, module: str):
-    """A flat kernel record class (a named tuple with these fields) whose chunk function is
-    ``chunk``; assign it to the module-level name ``name`` of ``module`` (Numba's cache refers
-    to the class by its module and name)."""
-    cls = collections.namedtuple(name, tuple(fields), module=module)
+#: record classes by their structured-array tag ``record_<Name>`` (see ``record``)
+_RECORDS: dict = {}
+
+_BUILTIN_DTYPES = {bool: np.bool_, int: np.int64, float: np.float64}
+
+
+def _field_dtype(name: str, value):
+    """The numpy type of a static field from its value: numpy scalars keep theirs, Python
+    bool / int / float are bool_ / int64 / float64 (as Numba types them)."""
+    if isinstance(value, np.generic):
+        return value.dtype
+    t = _BUILTIN_DTYPES.get(type(value))
+    if t is None:
+        raise TypeError(f"record field {name!r}: {value!r} is not a bool, int, float or numpy "
+                        "scalar")
+    if t is np.int64 and not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError(f"record field {name!r}: {value} does not fit int64 (pass a numpy "
+                            "scalar of the intended type)")
+    return np.dtype(t)
+
+
+def _params(cls, *values) -> np.ndarray:
+    """The static part of a ``cls`` record: a read-only one-element structured array, first
+    field the class's tag, then ``cls.static_fields`` typed from ``values`` (see
+    _field_dtype)."""
+    if len(values) != len(cls.static_fields):
+        raise TypeError(f"{cls.__name__}.params takes {len(cls.static_fields)} values "
+                        f"({', '.join(cls.static_fields)}), got {len(values)}")
+    dt = np.dtype([(cls.tag, np.uint8)]
+                  + [(f, _field_dtype(f, v)) for f, v in zip(cls.static_fields, values)])
+    arr = np.zeros(1, dtype=dt)
+    arr[0] = (0, *values)
+    arr.flags.writeable = False
+    return arr
+
+
+def record(name: str, fields, chunk, module: str, dynamic=()):
+    """A flat kernel record class: a named tuple of the static ``fields`` and then the
+    ``dynamic`` ones (``(name, numpy scalar type)`` pairs), whose chunk function is ``chunk``;
+    assign it to the module-level name ``name`` of ``module`` (Numba's cache refers to the
+    class by its module and name).  ``Cls.params(*values)`` makes the static part that
+    ``launch`` takes; the per-call values go in launch's ``dynamic`` tuple, in order."""
+    dynamic = tuple(dynamic)
+    cls = collections.namedtuple(name, tuple(fields) + tuple(f for f, _ in dynamic),
+                                 module=module)
     cls.chunk = chunk
+    cls.static_fields = tuple(fields)
+    cls.dynamic_types = tuple(np.dtype(t).type for _, t in dynamic)
+    cls.tag = f"record_{name}"
+    if cls.tag in _RECORDS:
+        raise ValueError(f"a kernel record class named {name!r} exists already "
+                         f"({_RECORDS[cls.tag].__module__})")
+    _RECORDS[cls.tag] = cls
+    cls.params = classmethod(_params)
     return cls
 
 
-def _call_chunk(kernel, lo, hi, c, args):
+def _chunk_caller(cls):
+    """The compiled-side caller of cls's chunk function: builds the record (the static fields
+    read from the structured array, the dynamic ones converted to their declared types) and
+    calls the chunk function.  Generated source: the field list is the class's."""
+    cast = {np.bool_: "bool"}
+    conv = [cast.get(t, f"np.{t.__name__}") for t in cls.dynamic_types]
+    fields = ([f"r.{f}" for f in cls.static_fields]
+              + [f"{cv}(dyn[{i}])" for i, cv in enumerate(conv)])
+    src = ("def impl(static, dyn, lo, hi, c, args):\n"
+           "    r = static[0]\n"
+           f"    k = cls({', '.join(fields)})\n"
+           "    chunk(k, lo, hi, c, *args)\n")
+    scope = {"np": np, "cls": cls, "chunk": cls.chunk}
+    exec(compile(src, f"<softfloat._driver record {cls.__name__}>", "exec"), scope)
+    return scope["impl"]
+
+
+def _call_chunk(static, dyn, lo, hi, c, args):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
 @overload(_call_chunk)
-def _call_chunk_impl(kernel, lo, hi, c, args):
-    # Chosen at compile time from the record's type: its class names the chunk function.
-    chunk = kernel.instance_class.chunk
-
-    def impl(kernel, lo, hi, c, args):
-        chunk(kernel, lo, hi, c, *args)
-    return impl
+def _call_chunk_impl(static, dyn, lo, hi, c, args):
+    # Chosen at compile time from the structured array's type: its first field names the
+    # record class.
+    cls = _RECORDS[static.dtype.members[0][0]]
+    if len(dyn) != len(cls.dynamic_types):
+        raise TypeError(f"{cls.__name__}: launch takes {len(cls.dynamic_types)} dynamic "
+                        f"values, got {len(dyn)}")
+    return _chunk_caller(cls)
 
 
 @njit(cache=True, inline="always")
-def _run_chunk(kernel, n, c, args):
+def _run_chunk(static, dyn, n, c, args):
     """Chunk c of [0, n): elements [c * CHUNK, min(n, (c + 1) * CHUNK)), row c."""
     # Numba types the prange index as int64 when it types drive_parallel and as uint64 in the
     # parallel region it builds: np.int64 keeps one signature for the chunk functions (else
@@ -132,26 +207,27 @@ def _run_chunk(kernel, n, c, args):
     # loop body as if written there.)
     ci = np.int64(c)
     lo = ci * CHUNK
-    _call_chunk(kernel, lo, min(n, lo + CHUNK), ci, args)
+    _call_chunk(static, dyn, lo, min(n, lo + CHUNK), ci, args)
 
 
 @njit(parallel=True, cache=True)
-def drive_parallel(kernel, n, args):
+def drive_parallel(static, dyn, n, args):
     """Chunks of [0, n) in a prange loop (see the module docstring)."""
     for c in prange((n + CHUNK - 1) // CHUNK):
-        _run_chunk(kernel, n, c, args)
+        _run_chunk(static, dyn, n, c, args)
 
 
 @njit(cache=True)
-def drive_serial(kernel, n, args):
+def drive_serial(static, dyn, n, args):
     """The same chunks in the same order, on the calling thread."""
     for c in range((n + CHUNK - 1) // CHUNK):
-        _run_chunk(kernel, n, c, args)
+        _run_chunk(static, dyn, n, c, args)
 
 
-def launch(kernel, n: int, *args) -> None:
-    """Run ``type(kernel).chunk`` over the n elements: serially when n <= SERIAL_MAX (read at
+def launch(static, dynamic: tuple, n: int, *args) -> None:
+    """Run the chunk function of the record class of ``static`` (a ``Cls.params`` array) with
+    the per-call values ``dynamic`` over the n elements: serially when n <= SERIAL_MAX (read at
     call time, so tests can move it), in parallel otherwise; nothing for n = 0."""
     if n <= 0:
         return
-    (drive_serial if n <= SERIAL_MAX else drive_parallel)(kernel, np.int64(n), args)
+    (drive_serial if n <= SERIAL_MAX else drive_parallel)(static, dynamic, np.int64(n), args)

@@ -20,6 +20,8 @@ Imports numpy, numba and the sibling kernel modules only.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -48,8 +50,15 @@ def _each_chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, out, counts):
 
 
 #: The element-by-element kernel's record: the format's fields, the operation code and the call.
-ArithEach = record("ArithEach", FormatParams._fields
-                   + ("op", "mode", "key", "base", "rbits", "want_flags"), _each_chunk, __name__)
+ArithEach = record("ArithEach", FormatParams._fields, _each_chunk, __name__,
+                   dynamic=(("op", np.int64), ("mode", np.int64), ("key", np.uint64),
+                            ("base", np.int64), ("rbits", np.int64), ("want_flags", np.bool_)))
+
+
+@functools.lru_cache(maxsize=256)
+def _static(fp):
+    """ArithEach's static part for the FormatParams fp (made once per format)."""
+    return ArithEach.params(*fp)
 
 
 def vectorised(fmt, a, out) -> bool:
@@ -70,5 +79,6 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
         op = {MUL_EXACT: MUL, FMA_EXACT: FMA}.get(op, op)
         KV.run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, counts)
         return
-    launch(ArithEach(*fmt.kernel_params(), int(op), int(mode), np.uint64(key), int(base),
-                     int(rbits), bool(want_flags)), out.size, a, sa, b, sb, c, sc, out, counts)
+    launch(_static(fmt.kernel_params()),
+           (int(op), int(mode), np.uint64(key), int(base), int(rbits), bool(want_flags)),
+           out.size, a, sa, b, sb, c, sc, out, counts)

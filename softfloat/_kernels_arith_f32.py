@@ -221,7 +221,8 @@ def _arith_chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
 
 
 def _arith_record(name, op):
-    cls = record(name, RV.RoundVec._fields, _arith_chunk, __name__)
+    cls = record(name, RV.RoundVec.static_fields, _arith_chunk, __name__,
+                 dynamic=zip(("key", "base", "want_flags"), RV.RoundVec.dynamic_types))
     cls.op = op
     return cls
 
@@ -246,9 +247,9 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
     (steps sa, sb, sc in {0, 1}); op one of ADD, SUB, MUL, DIV, SQRT, FMA (float32 products are
     exact).  Same results and flag counts as the scalar ops."""
     lane = np.uint32 if route_a(fmt, mode) else np.uint64
-    p = RV.vec_params(fmt, int(mode), int(rbits), lane)
-    k = _RECORDS[op](*p, *fmt.kernel_params(), np.uint64(key), int(base), bool(want_flags))
-    launch(k, out.size, a, sa, b, sb, c, sc, out.view(np.uint32), counts)
+    launch(RV.vec_static(_RECORDS[op], fmt, int(mode), int(rbits), lane),
+           (np.uint64(key), int(base), bool(want_flags)),
+           out.size, a, sa, b, sb, c, sc, out.view(np.uint32), counts)
 
 
 @njit(cache=True, error_model="numpy")

@@ -25,6 +25,8 @@ Imports numpy, numba and the sibling kernel modules only.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
@@ -405,7 +407,8 @@ def _classify_chunk(k, lo, hi, c, x, out, bad):
 def _record(name: str, chunk):
     """A kernel record class (see softfloat._driver) whose chunk function is ``chunk``: the
     format's fields, and for next_up/next_down the direction (+1 / -1; 0 for the others)."""
-    return record(name, FormatParams._fields + ("direction",), chunk, __name__)
+    return record(name, FormatParams._fields, chunk, __name__,
+                  dynamic=(("direction", np.int64),))
 
 
 # The record classes ToBits, FromBits, NextUpDown, Exponent, Ulp and Classify, each bound to its
@@ -419,4 +422,10 @@ for _name, _chunk in (("ToBits", _to_bits_chunk), ("FromBits", _from_bits_chunk)
 def run(rec, fp, n, *args, direction=0):
     """Run the kernel of the record class ``rec`` (one of the above) over n elements; fp the
     format's FormatParams."""
-    launch(rec(*fp, direction), n, *args)
+    launch(_static(rec, fp), (int(direction),), n, *args)
+
+
+@functools.lru_cache(maxsize=512)
+def _static(rec, fp):
+    """The static part of a ``rec`` record for the FormatParams fp (made once per format)."""
+    return rec.params(*fp)

@@ -14,6 +14,8 @@ Imports numpy, numba and the sibling kernel modules only.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
@@ -57,13 +59,19 @@ def _round_each_chunk(k, lo, hi, c, x, out, counts):
 #: The record of the element-by-element rounding: the format's fields, the mode code, the
 #: stochastic-rounding key and bit count (0 and 1 in the deterministic modes), the global index
 #: of element 0 and whether flags are counted.
-RoundEach = record("RoundEach", FormatParams._fields + ("mode", "key", "rbits", "base",
-                                                       "want_flags"),
-                   _round_each_chunk, __name__)
+RoundEach = record("RoundEach", FormatParams._fields, _round_each_chunk, __name__,
+                   dynamic=(("mode", np.int64), ("key", np.uint64), ("rbits", np.int64),
+                            ("base", np.int64), ("want_flags", np.bool_)))
+
+
+@functools.lru_cache(maxsize=256)
+def _static(fp):
+    """RoundEach's static part for the FormatParams fp (made once per format)."""
+    return RoundEach.params(*fp)
 
 
 def round_kernel(x, out, fp, mode, key, base, rbits, want_flags, counts):
     """out = round(x) element by element for 1-d contiguous x (float32, float64, int64 or
     uint64) and carrier out; counts: a driver flag table (one row per chunk)."""
-    launch(RoundEach(*fp, int(mode), np.uint64(key), int(rbits), int(base), bool(want_flags)),
+    launch(_static(fp), (int(mode), np.uint64(key), int(rbits), int(base), bool(want_flags)),
            x.size, x, out, counts)

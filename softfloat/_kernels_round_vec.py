@@ -620,8 +620,15 @@ def _vec_chunk(k, lo, hi, c, xb, ob, counts):
 #: The call record of the vectorised kernel (see softfloat._driver): VecParams' fields, the
 #: format's (FormatParams, for round_value in pass 3), the stochastic-rounding key, the global
 #: index of element 0 and whether flags are counted.
-RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields
-                  + ("key", "base", "want_flags"), _vec_chunk, __name__)
+RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields, _vec_chunk, __name__,
+                  dynamic=(("key", np.uint64), ("base", np.int64), ("want_flags", np.bool_)))
+
+
+@functools.lru_cache(maxsize=512)
+def vec_static(cls, fmt, mode: int, rbits: int, lane):
+    """The static part (softfloat._driver) of a record of class ``cls`` (RoundVec, or an
+    arithmetic record with its fields) for fmt, mode, sr bits and lane type: made once."""
+    return cls.params(*vec_params(fmt, mode, rbits, lane), *fmt.kernel_params())
 
 
 def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
@@ -629,6 +636,5 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     float32 / float64 input, made by the caller) into the carrier patterns ob (uint32 / uint64
     views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
     table.  Requires vec_supported(fmt, input dtype)."""
-    p = vec_params(fmt, int(mode), int(rbits), xb.dtype.type)
-    launch(RoundVec(*p, *fmt.kernel_params(), np.uint64(key), int(base), bool(want_flags)),
-           xb.size, xb, ob, counts)
+    launch(vec_static(RoundVec, fmt, int(mode), int(rbits), xb.dtype.type),
+           (np.uint64(key), int(base), bool(want_flags)), xb.size, xb, ob, counts)

@@ -101,5 +101,5 @@ def add_to_fp32(a, b):
     ea = a.expanded_exponent().reshape(-1)
     eb = b.expanded_exponent().reshape(-1)
     out = np.empty(ia.size, dtype=np.float32)
-    launch(KQ.SumToF32(0), ia.size, ia, ea, ib, eb, out)
+    launch(KQ.SUM_TO_F32, (), ia.size, ia, ea, ib, eb, out)
     return out.reshape(a.shape)

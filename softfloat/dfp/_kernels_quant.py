@@ -36,8 +36,9 @@ import numpy as np
 from numba import njit, prange
 
 from .._driver import CHUNK, record
-from .._primitives import (F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC, F64_FRAC_BITS, F64_HIDDEN,
-                           F64_SIGN_SHIFT, U64_0, U64_1, bit_length64, pow2)
+from .._primitives import (F32_ABS, F64_ABS, F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC,
+                           F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT, U64_0, U64_1,
+                           bit_length64, pow2)
 from ..rng import random_bits
 from ._intround import SR, decide, mode_bits, sar, shift_round, sr_up
 
@@ -246,13 +247,18 @@ def _chunk_int(k, lo, hi, c, x, es, sc, gidx, out, counts):
     _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, INT)
 
 
-_QUANT_FIELDS = ("inner", "L", "N", "nb", "mode", "key", "base", "rbits", "pmax")
-QuantFloat = record("QuantFloat", _QUANT_FIELDS, _chunk_float, __name__)
-QuantFloatSR = record("QuantFloatSR", _QUANT_FIELDS, _chunk_float_sr, __name__)
-QuantInt = record("QuantInt", _QUANT_FIELDS, _chunk_int, __name__)
+# every field per call: the records' static parts are their tags alone (made once, below)
+_QUANT_FIELDS = (("inner", np.int64), ("L", np.int64), ("N", np.int64), ("nb", np.int64),
+                 ("mode", np.int64), ("key", np.uint64), ("base", np.int64), ("rbits", np.int64),
+                 ("pmax", np.int64))
+QuantFloat = record("QuantFloat", (), _chunk_float, __name__, dynamic=_QUANT_FIELDS)
+QuantFloatSR = record("QuantFloatSR", (), _chunk_float_sr, __name__, dynamic=_QUANT_FIELDS)
+QuantInt = record("QuantInt", (), _chunk_int, __name__, dynamic=_QUANT_FIELDS)
 
 #: the record class of each evaluator
 EVALUATORS = {"float": QuantFloat, "float_sr": QuantFloatSR, "int": QuantInt}
+#: their static parts (softfloat._driver.launch's first argument)
+EVALUATOR_STATIC = {kind: cls.params() for kind, cls in EVALUATORS.items()}
 
 
 # ----- down-conversion shifts ------------------------------------------------------------------
@@ -273,8 +279,11 @@ def _shift_chunk(k, lo, hi, c, x, shifts, out, counts):
     counts[c, 0] = sat
 
 
-#: launch(Shift(pmax, mode, key, rbits), n, x, shifts, out, counts)
-Shift = record("Shift", ("pmax", "mode", "key", "rbits"), _shift_chunk, __name__)
+#: launch(SHIFT, (pmax, mode, key, rbits), n, x, shifts, out, counts)
+Shift = record("Shift", (), _shift_chunk, __name__,
+               dynamic=(("pmax", np.int64), ("mode", np.int64), ("key", np.uint64),
+                        ("rbits", np.int64)))
+SHIFT = Shift.params()
 
 
 # ----- max |x| of a whole tensor, from the bit patterns ----------------------------------------
@@ -297,6 +306,8 @@ def _absmax_chunk(k, lo, hi, c, xb, part):
 #: launch(Absmax(absmask), n, xb, part): part[c] = max magnitude pattern of chunk c (xb: the
 #: uint32/uint64 patterns, nonempty; part: one entry per chunk)
 Absmax = record("Absmax", ("absmask",), _absmax_chunk, __name__)
+#: Absmax's static parts for float32 and float64 patterns, by magnitude mask
+ABSMAX = {int(F32_ABS): Absmax.params(F32_ABS), int(F64_ABS): Absmax.params(F64_ABS)}
 
 
 @njit(cache=True)
@@ -419,4 +430,5 @@ def _sum_to_f32_chunk(k, f0, f1, c, ia, ea, ib, eb, out):
 
 #: launch(SumToF32(0), n, ia, ea, ib, eb, out): out[f] = fp32(ia[f] * 2^ea[f] + ib[f] * 2^eb[f])
 #: (the record has no parameter: ``unused`` only gives it a field)
-SumToF32 = record("SumToF32", ("unused",), _sum_to_f32_chunk, __name__)
+SumToF32 = record("SumToF32", (), _sum_to_f32_chunk, __name__)
+SUM_TO_F32 = SumToF32.params()

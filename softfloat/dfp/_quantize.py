@@ -55,7 +55,7 @@ def tensor_absmax(flat: np.ndarray) -> float:
         top = int(np.bitwise_and(xb, mask).max())      # small: numpy, nothing to compile
     else:
         part = np.empty(n_chunks(flat.size), dtype=xb.dtype)
-        launch(KQ.Absmax(mask), flat.size, xb, part)
+        launch(KQ.ABSMAX[int(mask)], (), flat.size, xb, part)
         top = int(part.max())
     if top >= lim:
         return math.inf
@@ -130,10 +130,10 @@ def quantize_blocks(flat, geometry, es, mode, key, rbits, pmax, out, *, base=0, 
         kind = "int"
     # 2^-E in float64, exact: float32 data have E in [-149 - 14, 127 - 6 + 1]
     sc = es.astype(np.float64) if kind == "int" else np.ldexp(1.0, -es)
-    rec = KQ.EVALUATORS[kind](inner, L, N, nb, int(mode), np.uint64(key), int(base), int(rbits),
-                              int(pmax))
     counts = flag_table(n, 2)
-    launch(rec, n, flat, es, sc, gidx, out, counts)
+    launch(KQ.EVALUATOR_STATIC[kind],
+           (inner, L, N, nb, int(mode), np.uint64(key), int(base), int(rbits), int(pmax)),
+           n, flat, es, sc, gidx, out, counts)
     sat, und = counts.sum(axis=0).tolist()     # one reduction (small tensors: per-call cost)
     return sat, und
 
@@ -229,8 +229,8 @@ def down_convert(t, bits=16, mode=None, *, rounding=None, seed=None, sr_bits=Non
     flat = m.reshape(-1)
     out = np.empty(flat.size, dtype=np.int16)
     counts = flag_table(flat.size, 1)
-    launch(KQ.Shift((1 << (bits - 1)) - 1, int(mode), key, rbits), flat.size, flat,
-           np.ascontiguousarray(shifts.reshape(-1)), out, counts)
+    launch(KQ.SHIFT, ((1 << (bits - 1)) - 1, int(mode), np.uint64(key), int(rbits)),
+           flat.size, flat, np.ascontiguousarray(shifts.reshape(-1)), out, counts)
     exponent = (t.block_exponents() + rs).reshape(t.exponent.shape)
     return DFPTensor(out.reshape(t.shape), exponent, bits, axis=t.axis, block=t.block,
                      saturated=int(counts[:, 0].sum()))

@@ -1,0 +1,92 @@
+"""softfloat._driver: the kernel record's two parts (a cached structured array of the static
+fields, a tuple of the per-call ones), the chunk layout, and the errors on misuse."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from softfloat import _driver
+from softfloat._driver import CHUNK, flag_table, launch, record
+
+
+@njit
+def _probe_chunk(k, lo, hi, c, out, rows):
+    """Writes what the chunk function sees: the record's fields and the chunk layout."""
+    for i in range(lo, hi):
+        out[i, 0] = k.lane_mask                  # static uint64 (top bit set)
+        out[i, 1] = np.uint64(k.scale * 4.0)     # static float64
+        out[i, 2] = np.uint64(k.flag)            # static bool
+        out[i, 3] = k.key                        # dynamic uint64
+        out[i, 4] = np.uint64(k.base + i)        # dynamic int64
+        out[i, 5] = np.uint64(k.negate)          # dynamic bool
+    rows[c, 0] = lo
+    rows[c, 1] = hi
+
+
+Probe = record("Probe", ("lane_mask", "scale", "flag"), _probe_chunk, __name__,
+               dynamic=(("key", np.uint64), ("base", np.int64), ("negate", np.bool_)))
+
+
+@pytest.mark.parametrize("n", [1, CHUNK - 1, CHUNK, 3 * CHUNK + 5])
+@pytest.mark.parametrize("serial", [True, False])
+def test_fields_and_chunks_reach_the_chunk_function(monkeypatch, n, serial):
+    monkeypatch.setattr(_driver, "SERIAL_MAX", n if serial else 0)
+    static = Probe.params(np.uint64(0xFFFF_0000_0000_0001), 2.5, True)
+    key = 0xFEDC_BA98_7654_3210                   # above 2^63: carried as a uint64
+    out = np.zeros((n, 6), dtype=np.uint64)
+    rows = flag_table(n, 2)
+    launch(static, (np.uint64(key), 7, False), n, out, rows)
+    expect = np.array([0xFFFF_0000_0000_0001, 10, 1, key, 0, 0], dtype=np.uint64)
+    assert (out[:, [0, 1, 2, 3, 5]] == expect[[0, 1, 2, 3, 5]]).all()
+    assert (out[:, 4] == 7 + np.arange(n, dtype=np.uint64)).all()
+    starts = np.arange(_driver.n_chunks(n)) * CHUNK
+    assert (rows[:, 0] == starts).all()
+    assert (rows[:, 1] == np.minimum(starts + CHUNK, n)).all()
+
+
+def test_dynamic_values_are_converted_to_their_declared_types():
+    """A Python int given for a uint64 field, an int for a bool: the record holds the
+    declared types (one compiled driver per record class, whatever the caller passes)."""
+    static = Probe.params(np.uint64(1), 0.25, False)
+    out = np.zeros((3, 6), dtype=np.uint64)
+    launch(static, (5, np.int64(-2), 1), 3, out, flag_table(3, 2))
+    assert out[:, 3].tolist() == [5, 5, 5]
+    assert out[:, 4].tolist() == [(-2 + i) % (1 << 64) for i in range(3)]
+    assert out[:, 5].tolist() == [1, 1, 1]
+
+
+def test_static_part_is_read_only_and_typed_from_its_values():
+    static = Probe.params(np.uint32(3), 1.0, True)
+    assert not static.flags.writeable
+    assert static.dtype.names == ("record_Probe", "lane_mask", "scale", "flag")
+    assert [static.dtype[i] for i in range(1, 4)] == [np.dtype(np.uint32), np.dtype(np.float64),
+                                                       np.dtype(np.bool_)]
+
+
+def test_nothing_runs_for_an_empty_array():
+    out = np.zeros((0, 6), dtype=np.uint64)
+    launch(Probe.params(np.uint64(0), 0.0, False), (np.uint64(0), 0, False), 0, out,
+           flag_table(0, 2))
+
+
+def test_bad_static_values_are_refused_with_the_fields_named():
+    with pytest.raises(TypeError, match=r"Probe.params takes 3 values \(lane_mask, scale, "
+                                        r"flag\), got 2"):
+        Probe.params(1, 2.0)
+    with pytest.raises(TypeError, match="record field 'scale': 'x' is not a bool, int, float"):
+        Probe.params(1, "x", True)
+    with pytest.raises(OverflowError, match="record field 'lane_mask': 18446744073709551615 "
+                                            "does not fit int64"):
+        Probe.params((1 << 64) - 1, 1.0, True)
+
+
+def test_a_second_record_class_of_the_same_name_is_refused():
+    with pytest.raises(ValueError, match="a kernel record class named 'Probe' exists already"):
+        record("Probe", ("a",), _probe_chunk, __name__)
+
+
+def test_a_launch_with_the_wrong_number_of_dynamic_values_is_refused():
+    out = np.zeros((2, 6), dtype=np.uint64)
+    with pytest.raises(Exception, match="Probe: launch takes 3 dynamic values, got 2"):
+        launch(Probe.params(np.uint64(0), 0.0, False), (np.uint64(0), 0), 2, out,
+               flag_table(2, 2))
