@@ -8,9 +8,9 @@ here on float32 and float64 inputs (32- and 64-bit lanes), every mode, on issue 
 classes and on the edges of those paths: just below 2^emin (rounding up to 2^emin), ties and
 near-ties on the subnormal grid, +-0, carrier subnormals, NaN payloads, negative inputs of
 unsigned formats, formats without subnormals or without zero, and a few marked elements among
-lean ones (sparse) as well as many (dense); and (marked slow) all 2^32 float32 inputs to fp16
-and bf16 in every mode against the kernel counting flags, which tests/test_exhaustive.py checks
-on every input.  tests/test_round_core.py checks the kernel with flags against round_value.
+lean ones (sparse) as well as many (dense).  tests/test_exhaustive.py (marked slow) checks all
+2^32 float32 inputs to fp16 and bf16, every mode, without flags against the kernel counting
+flags, which it checks on every input.  tests/test_round_core.py checks the kernel with flags against round_value.
 """
 
 from __future__ import annotations
@@ -123,23 +123,3 @@ def test_which_formats_take_the_lean_paths():
         assert int(KV.vec_params(fmt, 6, 24, lane).lean_lo) == 0
     ftz = FORMATS[[f.name for f in FORMATS].index("fp16_ftz")]
     assert int(KV.vec_params(ftz, 6, 24, f32).lean_lo) != 0
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fname", ["fp16", "bf16"])
-def test_every_float32_rounds_alike_with_and_without_flags(fname):
-    """All 2^32 float32 inputs, every mode (SR with 13 and 24 bits): the kernel without flags
-    (pass 1x) gives the patterns of the kernel counting flags, which test_exhaustive.py checks
-    on every input against its independent checker."""
-    fmt = sf.get_format(fname)
-    base = np.arange(1 << 22, dtype=np.uint32)
-    runs = [(mode, {}) for mode in range(8) if mode != 6] + [
-        (6, dict(seed=9, sr_bits=13)), (6, dict(seed=9, sr_bits=24))]
-    for start in range(0, 1 << 32, 1 << 22):
-        x = (base + np.uint32(start)).view(np.float32)
-        for mode, kw in runs:
-            got = sf.round(x, fmt, mode, **kw).view(np.uint32)
-            ref = sf.round(x, fmt, mode, flags=sf.Flags(), **kw).view(np.uint32)
-            bad = np.flatnonzero(got != ref)
-            assert bad.size == 0, (fname, mode, kw, hex(start), x[bad[:5]], got[bad[:5]],
-                                   ref[bad[:5]])
