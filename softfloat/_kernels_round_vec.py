@@ -609,59 +609,99 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     return np.int64(n_mark)
 
 
-def _settle_elem(b, U, P, is_sr, level):
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(_settle_elem, inline="always", prefer_literal=True)
-def _settle_elem_impl(b, U, P, is_sr, level):
-    """(pattern, flag bits, left) of pass 1x (level 1, flags not counted), 2 or 3 for one
-    element: chosen at compile time from the literal level, so that each call site of
-    _settle_block compiles one pass, not three."""
-    lv = getattr(level, "literal_value", None)
-    if lv == 1:
-        def lean_x(b, U, P, is_sr, level):
-            o, inex, ovf, left = _lean(b, U, P, is_sr, True)
-            return o, P.lane0, left
-        return lean_x
-    if lv == 2:
-        return lambda b, U, P, is_sr, level: _common(b, U, P, is_sr)
-    if lv == 3:
-        return lambda b, U, P, is_sr, level: _full(b, U, P, is_sr)
-    return None
+@njit(cache=True, inline="always")
+def _settle_store(osb, j, o, fl, left, every, mark, acc, P, want_flags):
+    """One element of a later pass: its result o (flag bits fl) stored when it is to be done
+    (``every``, or marked) and decided (not ``left``); acc = (left, inexact, underflow,
+    overflow, invalid) counts, updated."""
+    zero = P.lane0
+    todo = True if every else osb[j] == mark
+    osb[j] = vsel(todo & (not left), to_out(o, osb), vsel(todo, mark, osb[j]))
+    n_left = vadd(acc[0], vsel(todo & left, P.lane1, zero))
+    if want_flags:
+        fl = vsel(todo & (not left), fl, zero)
+        return (n_left, vadd(acc[1], _bit(fl, P.f_inex, P)), vadd(acc[2], _bit(fl, P.f_under, P)),
+                vadd(acc[3], _bit(fl, P.f_over, P)), vadd(acc[4], _bit(fl, P.f_inv, P)))
+    return (n_left, acc[1], acc[2], acc[3], acc[4])
 
 
 @njit(cache=True, inline="always")
-def _settle_block(xs, os, P, key, base, counts, c, is_sr, want_flags, level, every):
-    """Pass 1x (level 1: _lean extended, flags not counted), 2 (level 2: _common) or 3 (level
-    3: _full; ``level`` a constant at every call) over a block: the marked elements (or, with
-    ``every``, all of them) get their results, except those the level cannot decide, which
-    stay marked; returns how many stay marked."""
-    zero = P.lane0
-    mark = out_mark(os)
-    n_left = zero
-    n_inex = zero
-    n_under = zero
-    n_over = zero
-    n_inv = zero
-    for j in range(xs.size):
-        U = vtop(random_bits(key, base + j), zero) if is_sr else zero
-        o, fl, left = _settle_elem(xs[j], U, P, is_sr, level)
-        todo = True if every else os[j] == mark
-        os[j] = vsel(todo & (not left), to_out(o, os), vsel(todo, mark, os[j]))
-        n_left = vadd(n_left, vsel(todo & left, P.lane1, zero))
-        if want_flags:
-            fl = vsel(todo & (not left), fl, zero)
-            n_inex = vadd(n_inex, _bit(fl, P.f_inex, P))
-            n_under = vadd(n_under, _bit(fl, P.f_under, P))
-            n_over = vadd(n_over, _bit(fl, P.f_over, P))
-            n_inv = vadd(n_inv, _bit(fl, P.f_inv, P))
+def _settle_count(acc, counts, c, want_flags):
+    """Adds a block's flag counts (acc, see _settle_store) to the table; returns how many of its
+    elements stay marked."""
     if want_flags:
-        counts[c, 0] += np.int64(n_inex)
-        counts[c, 1] += np.int64(n_under)
-        counts[c, 2] += np.int64(n_over)
-        counts[c, 3] += np.int64(n_inv)
-    return np.int64(n_left)
+        counts[c, 0] += np.int64(acc[1])
+        counts[c, 1] += np.int64(acc[2])
+        counts[c, 2] += np.int64(acc[3])
+        counts[c, 3] += np.int64(acc[4])
+    return np.int64(acc[0])
+
+
+# The later passes, one ordinary (not inlined) function per pass: Numba compiles each once per
+# (lane types, is_sr, want_flags, every), all constants at every call, in place of inlining
+# the block loops at every call site of every specialisation of _chunk_passes (which doubled
+# the cold compile time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every
+# element of every block, else the marked elements of the blocks that hold some; left[b] = how
+# many stay marked.
+
+@njit(cache=True)
+def _settle_pass1(k, xs, os, base, is_sr, left, every, b0, b1):
+    """Pass 1x (only without flags: it counts none)."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if every or left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, inex, ovf, lj = _lean(xsb[j], U, P, is_sr, True)
+                acc = _settle_store(osb, j, o, zero, lj, every, mark, acc, P, False)
+            left[b] = np.int64(acc[0])
+
+
+@njit(cache=True)
+def _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, every, b0, b1):
+    """Pass 2 (_common)."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if every or left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, fl, lj = _common(xsb[j], U, P, is_sr)
+                acc = _settle_store(osb, j, o, fl, lj, every, mark, acc, P, want_flags)
+            left[b] = _settle_count(acc, counts, c, want_flags)
+
+
+@njit(cache=True)
+def _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
+    """Pass 3 (_full), the marked elements only."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, fl, lj = _full(xsb[j], U, P, is_sr)
+                acc = _settle_store(osb, j, o, fl, lj, False, mark, acc, P, want_flags)
+            left[b] = _settle_count(acc, counts, c, want_flags)
 
 
 @njit(cache=True)
@@ -680,55 +720,49 @@ def _value_block(xs, os, base, c, k, counts):
                 add_flag_counts(counts, c, fl)
 
 
-@njit(cache=True, inline="always")
-def _settle_marked(k, xs, os, base, counts, c, is_sr, want_flags, left, level, upto):
-    """A later pass (``level``, a constant at each call) over the blocks below ``upto`` that
-    still hold marked elements."""
+@njit(cache=True)
+def _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
+    """Pass 1 over the blocks [b0, b1) of a chunk (an ordinary function, like the later
+    passes): left[b] = how many elements of block b it marked; returns how many of these
+    blocks hold marks."""
     n = xs.size
-    for b in range(upto):
-        if left[b] != 0:
-            lo = b * BLOCK
-            hi = min(n, lo + BLOCK)
-            left[b] = _settle_block(xs[lo:hi], os[lo:hi], k, k.key, base + lo, counts, c,
-                                    is_sr, want_flags, level, False)
+    marked = 0
+    for b in range(b0, b1):
+        lo = b * BLOCK
+        hi = min(n, lo + BLOCK)
+        left[b] = _lean_block(xs[lo:hi], os[lo:hi], k, k.key, base + lo, counts, c, is_sr,
+                              want_flags)
+        marked += left[b] > 0
+    return marked
 
 
 @njit(cache=True, inline="always")
 def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
-    """All passes over one chunk (see above)."""
-    P = k
+    """All passes over one chunk (see above); is_sr and want_flags are constants at every
+    call.  Pass 1x is called with want_flags False whatever want_flags (it only runs without
+    flags): one specialisation serves both."""
     n = xs.size
     nb = (n + BLOCK - 1) // BLOCK
     left = np.zeros(nb, np.int64)
+    b_first = np.int64(0)           # (not a literal 0: one specialisation for every range)
     nprobe = min(PROBE, nb)
-    marked_blocks = 0
-    for b in range(nprobe):
-        lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
-        left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c, is_sr,
-                              want_flags)
-        marked_blocks += left[b] > 0
-    dense = 2 * marked_blocks > nprobe
+    dense = 2 * _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first,
+                           nprobe) > nprobe
+    if not dense:
+        _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, nprobe, nb)
+    # dense: the first later pass does every block after the probe
+    upto = nprobe if dense else nb
     # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
-    ext = (not want_flags) and P.lean_lo == 0
-    upto = nprobe if dense else nb      # dense: the first later pass does every block after
-    for b in range(nprobe, nb):
-        lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
-        if not dense:
-            left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                  is_sr, want_flags)
-        elif ext:
-            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                    is_sr, want_flags, 1, True)
-        else:
-            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                    is_sr, want_flags, 2, True)
+    ext = (not want_flags) and k.lean_lo == 0
     if ext:
-        _settle_marked(k, xs, os, base, counts, c, is_sr, want_flags, left, 1, upto)
+        if dense:
+            _settle_pass1(k, xs, os, base, is_sr, left, True, nprobe, nb)
+        _settle_pass1(k, xs, os, base, is_sr, left, False, b_first, upto)
         upto = nb
-    _settle_marked(k, xs, os, base, counts, c, is_sr, want_flags, left, 2, upto)
-    _settle_marked(k, xs, os, base, counts, c, is_sr, want_flags, left, 3, nb)
+    elif dense:
+        _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, True, nprobe, nb)
+    _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, upto)
+    _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first, nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK
