@@ -25,14 +25,50 @@ B < 2^(r-s); the sum (rem + A) 2^(r-s) + B reaches 2^r iff rem + A >= 2^s, i.e. 
 carries into bit s.  If r < s: rem = hi 2^(s-r) + lo, floor(f 2^r) = hi, and
 rem + A 2^(s-r) = (hi + A) 2^(s-r) + lo reaches 2^s iff hi + A >= 2^r.
 
-Each chunk is done in up to three passes, the later ones only over the span of elements an
-earlier one marked (while the chunk is in cache):
+Each chunk is done in passes, the later ones only over the blocks of elements an earlier one
+marked (while the chunk is in cache; see "the passes over a chunk" below):
 Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), rounding at bit d and
   overflow (the rounded pattern above pattern(max), every input >= 2^(emax+1) included; the
   result is the mode's overflow value, computed once per call by round_pack's own
   overflow_result).  Elements below 2^emin, zeros, Inf, NaN and negative inputs of unsigned
   formats are marked.
-Pass 2 (``_full``), the marked elements, still vectorised, all cases:
+Pass 1x (``_lean`` with ``ext``), only when flags are not counted, in formats with subnormals:
+  pass 1 plus Inf and NaN by selects (their per-call results, as in pass 2) and the elements
+  below 2^emin (zeros included), rounded by
+* the carrier add, in RNE where q = 2^qe (qe = emin - m) is a normal float of the input width
+  (fp16, the fp8 formats; bf16 from float64): |x| rounds to (|x| + C) - C, C = 1.5 * 2^(qe + F),
+  computed in the input's float arithmetic (IEEE, round to nearest even), then the sign ORed.
+  Proof.  0 <= |x| < 2^emin = 2^(qe + m) <= 2^(qe + F - 1) (d >= 1), and C = 3 * 2^(qe + F - 1),
+  so 2^(qe + F) < C <= |x| + C < 2^(qe + F + 1): the exact sum lies in a binade whose ulp is
+  2^(qe + F - F) = q, and the add rounds it once, to the nearest multiple of q, ties to the even
+  one (C + 2^(qe + m) <= 2^(qe + F + 1) is a multiple of q: a rounding up stays representable).
+  C / q = 3 * 2^(F - 1) is even, so the sum rounds to C + k q with k the integer nearest |x| / q,
+  ties to even k; (C + k q) - C = k q is representable (k <= 2^m: at most m + 1 <= F
+  significant bits, k q >= q normal or 0), so the subtraction is exact (Sterbenz, too): k q is
+  +0 or a positive normal float, and no second rounding happens.  That is round_value's RNE on
+  the subnormal grid: the result's last significand bit is k's parity; |x| >= (2^m - 1/2) q
+  rounds to k = 2^m (even), 2^emin itself, the smallest normal, whose pattern is tinybits;
+  |x| = 0 gives +0; the sign is ORed afterwards, so -0 and negative inputs that round to zero
+  give -0, as round_value (a signed zero in signed formats; negative inputs of unsigned formats
+  stay marked).  Carrier subnormal inputs are exact operands of the add (the default floating
+  point environment, no flush-to-zero / denormals-are-zero, as for all of softfloat's float
+  arithmetic) and no result is a carrier subnormal (q is normal), which some x86 cores
+  microcode-assist.  Other modes, formats without subnormals (flush-to-zero: ru decides) or
+  without zero, and q below the carrier's normal range fall back to the later passes, except:
+* the rounding at bit d (every mode) where the format's emin is the input's, 1 - B, and m >= 1
+  (bf16, tf32, e8m1 from float32): the format's quantum q = 2^(1 - B - m) is bit d of the
+  input's subnormal patterns (unit 2^(1 - B - F)), and those patterns are linear up into the
+  normal range, so pass 1's rounding of the pattern at bit d is already the grid rounding (a
+  carry gives 2^emin's pattern; with m = 0 pass 1's RNE and RTO read bit d as the exponent's,
+  not as the parity of k q's k, hence m >= 1);
+* the grid rounding rg of pass 3 (_grid_low) in stochastic rounding, in _grid_sr's one formula.
+  Elements _grid_low leaves to round_value (SR with r >= 32 in 32-bit lanes, see pass 4) and
+  negative inputs of unsigned formats stay marked.  Without the extension (flags counted, FTZ
+  formats, the other modes when neither the add nor the linear grid applies) pass 2 follows.
+Pass 2 (``_common``), the marked elements, still vectorised, all cases but one: ru at bit d for
+  normal inputs and at bit d - 1 for subnormal ones when the format's emin is the input's
+  (below, the unbounded p-bit rounding bit varies: pass 3), rg, flags and specials as below.
+Pass 3 (``_full``), the elements pass 2 left, all cases:
 * ru, the rounding to p bits with an unbounded exponent (which decides tininess, and the result
   of flush-to-zero formats): at bit d for normal inputs, at bit L - 1 - m (L the bit length of a,
   from the exponent of a converted to float) for subnormal inputs;
@@ -49,7 +85,7 @@ Pass 2 (``_full``), the marked elements, still vectorised, all cases:
 * flush-to-zero formats: a tiny ru gives a signed zero (+-2^emin without zero), otherwise ru
   (= 2^emin); zeros, Inf, NaN and negative inputs of unsigned formats get the per-call results
   of round_value's rules (NaN: sign and top payload bits kept in ieee formats).
-Pass 3: round_value for what pass 2 could not decide: with 32-bit lanes only the 32 top random
+Pass 4: round_value for what pass 3 could not decide: with 32-bit lanes only the 32 top random
   bits are at hand, so stochastic rounding with r >= 32 far below the grid (k >= 32) is decided
   here when those 32 bits do not already exclude rounding up (they do unless their top 8 bits
   are all ones: at most 1/256 of those elements, and none with the default 24 bits).
@@ -69,8 +105,8 @@ from numba.extending import overload
 from ._driver import add_flag_counts, launch, record
 from ._kernels_bits import carrier_bits, store_carrier
 from ._primitives import F32_FRAC, F32_INF, F32_SIGN, F64_ABS, F64_EXP_FIELD, F64_FRAC, F64_HIDDEN
-from ._lanes import (vadd, vand, vfbits, vge, vgt, vlt, vmax, vmin, vne, vor, vsel, vshl, vshr,
-                     vsub, vtop, vxor, veq)
+from ._lanes import (vadd, vand, vfbits, vge, vgt, vlt, vmagic, vmax, vmin, vne, vor, vsel, vshl,
+                     vshr, vsub, vtop, vxor, veq)
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW, format_params_of, inf_result, overflow_result, round_value,
                          zero_result)
@@ -115,6 +151,9 @@ class VecParams(NamedTuple):
     tinybits: object
     lean_min: object      # smallest pattern pass 1 rounds: max(tinybits, 2^F) (normal input)
     maxbits: object
+    # pass 1 without flags: below 2^emin by the carrier add (RNE) or the pattern rounding
+    lean_lo: object       # smallest pattern it rounds: 0, or lean_min (the rest is marked)
+    cmagic: object        # pattern of C = 1.5 * 2^(emin - m + F) (0 when unused)
     ovp: object
     ovn: object
     # rounding at a variable bit: masks selecting each mode's terms
@@ -146,6 +185,7 @@ class VecParams(NamedTuple):
     low_out: object       # flushed magnitude: 0, or 2^emin in a format without zero
     # below 2^emin
     subn: bool
+    low_magic: bool       # pass 1 without flags rounds RNE below 2^emin by (|x| + C) - C
     sub_full: bool        # emin below the input's: subnormal inputs under 2^emin need _full
     c_bm: object          # B + m: subnormal input's rounding bit = (exponent of float(a)) - B - m
     dbias: object         # emin - m + B + F: drop = dbias - max(E, 1)
@@ -207,6 +247,14 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
     (zero_p, zero_fl_p), (zero_n, zero_fl_n) = [zero_result(neg, fp) for neg in (False, True)]
     tinybits = _pattern(2.0 ** emin, lane)
     qe = emin - m
+    lean_min = max(tinybits, 1 << F)
+    # pass 1 without flags below 2^emin (module docstring): the carrier add in RNE when C and
+    # q = 2^qe are normal floats of the input width; the pattern rounding at bit d when the
+    # format's subnormal grid is the input's (emin = 1 - B: bf16, tf32 from float32)
+    magic = (mode == RNE and bool(fp.subnormals) and bool(fp.zero) and qe >= 1 - B
+             and qe + F + 1 <= B)
+    # (m >= 1: with m = 0, pass 1's RNE and RTO treat bit d as the exponent's, not k's parity)
+    linear = bool(fp.subnormals) and bool(fp.zero) and emin == 1 - B and m >= 1
     vals = dict(
         lane1=1, lane0=0, ones=mask, W=W, Wm1=W - 1, W8=W - 8, top8=0xFF, F=F,
         abs_=mask >> 1, inf=inf, mf=(1 << F) - 1, hid=1 << F, quiet=1 << (F - 1), qnan=qnan,
@@ -220,8 +268,10 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
         cneg=low if mode == RDN else 0,
         rto_lsb=(1 << d) if mode == RTO and m > 0 else 0,
         sr_s1=(W - k) if k >= 1 else 0, sr_s2=d - k,
-        tinybits=tinybits, lean_min=max(tinybits, 1 << F), maxbits=_pattern(fp.maxval, lane),
+        tinybits=tinybits, lean_min=lean_min, maxbits=_pattern(fp.maxval, lane),
         ovp=ov[0], ovn=ov[1],
+        lean_lo=0 if magic or linear or (mode == SR and fp.subnormals) else lean_min,
+        cmagic=_pattern(1.5 * 2.0 ** (qe + F), lane) if magic else 0,
         m_half=mask if mode in (RNE, RNA, RHU) else 0, m_rne=1 if mode == RNE else 0,
         m_rhu=1 if mode == RHU else 0, m_pos=mask if mode == RUP else 0,
         m_neg=mask if mode == RDN else 0, m_rto=mask if mode == RTO else 0,
@@ -242,7 +292,7 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
         f_inex=INEXACT, f_under=UNDERFLOW, f_over=OVERFLOW, f_inv=INVALID,
     )
     typed = {name: T(vals[name]) for name in vals}
-    return VecParams(**typed, subn=bool(fp.subnormals), sub_full=emin < 1 - B,
+    return VecParams(**typed, subn=bool(fp.subnormals), low_magic=magic, sub_full=emin < 1 - B,
                      mode=int(mode), rbits=int(rbits),
                      is_sr=mode == SR)
 
@@ -288,18 +338,39 @@ def _round_d(a, neg, U, P, is_sr):
 
 
 @njit(cache=True, inline="always")
-def _lean(b, U, P, is_sr):
-    """Pass 1: (pattern, inexact, overflow, special) with special = left for pass 2 (below
-    2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at bit d otherwise.
-    Kept lean: this is the common case."""
+def _lean(b, U, P, is_sr, ext):
+    """Pass 1 (``ext`` False): (pattern, inexact, overflow, special) with special = left for
+    a later pass (below 2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at
+    bit d otherwise.  Kept lean: this is the common case.
+    Pass 1x (``ext`` True, only when flags are not counted): Inf and NaN also get their
+    per-call results, by selects, and below 2^emin is rounded too where P allows it (lean_lo =
+    0): by the carrier add (RNE, low_magic), the grid rounding of _grid_low (SR) or the
+    rounding at bit d (a linear subnormal grid); special = negative in an unsigned format,
+    below lean_lo, or what _grid_low leaves to round_value."""
     a = vand(b, P.abs_)
     sgn = vxor(b, a)
     neg = vne(sgn, P.lane0)
     rn, inex = _round_d(a, neg, U, P, is_sr)
-    special = vlt(a, P.lean_min) | vge(a, P.inf) | vne(vand(sgn, P.neg_special), P.lane0)
-    ovf = vgt(rn, P.maxbits)
-    out = vsel(special, P.slow, vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn)))
-    return out, inex & (not special), ovf & (not special), special
+    negbad = vne(vand(sgn, P.neg_special), P.lane0)
+    ovf = vgt(rn, P.maxbits)          # never below 2^emin: rn <= tinybits there
+    if not ext:
+        special = vlt(a, P.lean_min) | vge(a, P.inf) | negbad
+        out = vsel(special, P.slow, vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn)))
+        return out, inex & (not special), ovf & (not special), special
+    small = vlt(a, P.tinybits)
+    if is_sr:
+        rg, slow = _grid_sr(a, U, P)
+        rn = vsel(small, rg, rn)
+        slow = slow & small
+    else:
+        rn = vsel(small & P.low_magic, vmagic(a, P.cmagic), rn)
+        slow = False
+    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn))
+    out = vsel(veq(a, P.inf), vsel(neg, P.inf_neg, P.inf_pos), out)
+    nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+    out = vsel(vgt(a, P.inf), nan, out)
+    special = vlt(a, P.lean_lo) | negbad | slow
+    return vsel(special, P.slow, out), inex, ovf, special
 
 
 @njit(cache=True, inline="always")
@@ -330,6 +401,35 @@ def _grid_low(a, E, neg, U, P, is_sr):
     rg = vsel(vne(q, zero),
               vsel(vge(fq, P.fq_norm_min), vadd(fq, P.qe_shift), vshl(q, P.qsub_shift)), zero)
     return rg, inexg, slow
+
+
+@njit(cache=True, inline="always")
+def _grid_sr(a, U, P):
+    """(rg, needs round_value): _grid_low's stochastic rounding for pass 1x, in one formula
+    for every drop: q = (sig >> drop) + up, up iff t + (u >> (64 - k)) >= 2^k, t = the k bits
+    of sig below bit drop (floor(f 2^k), f = frac(sig / 2^drop)), k = min(r, drop).  It is
+    _grid_low's: below 2^emin drop >= d >= 1; for drop <= F + 2 there, (sig + ((u >> (64 - k))
+    << (drop - k))) >> drop adds the carry of the low drop bits, and (sig mod 2^drop) + A 2^j
+    >= 2^drop iff floor((sig mod 2^drop) / 2^j) + A >= 2^(drop - j) (j = drop - k; the right
+    side is a multiple of 2^j); beyond, sig >> drop = 0 and t is _grid_low's.  Shifts are
+    clamped to W - 1 (sig < 2^(F+1) shifted by W - 1 is 0); k >= W (r >= 32 in 32-bit lanes,
+    drop >= 32: sig / 2^drop < 2^-8) is _grid_low's "wide" case: up only if the top 8 random
+    bits are all ones, left to round_value then."""
+    one = P.lane1
+    zero = P.lane0
+    E = vshr(a, P.F)
+    sig = vor(vand(a, P.mf), vsel(vne(E, zero), P.hid, zero))
+    drop = vsub(P.dbias, vmax(E, one))
+    k = vmin(P.rbits_t, drop)
+    wide = vge(k, P.W)
+    kk = vmin(k, P.Wm1)
+    t = vand(vshr(sig, vmin(vsub(drop, kk), P.Wm1)), vsub(vshl(one, kk), one))
+    up = vge(vadd(t, vshr(U, vsub(P.W, kk))), vshl(one, kk)) & (not wide)
+    q = vadd(vshr(sig, vmin(drop, P.Wm1)), vsel(up, one, zero))
+    fq = vfbits(q)
+    rg = vsel(vne(q, zero),
+              vsel(vge(fq, P.fq_norm_min), vadd(fq, P.qe_shift), vshl(q, P.qsub_shift)), zero)
+    return rg, wide & (not vlt(vshr(U, P.W8), P.top8))
 
 
 @njit(cache=True, inline="always")
@@ -497,7 +597,7 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     n_mark = zero
     for j in range(xs.size):
         U = vtop(random_bits(key, base + j), zero) if is_sr else zero
-        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr)
+        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, False)
         os[j] = vsel(sp, mark, to_out(o, os))
         n_mark = vadd(n_mark, vsel(sp, P.lane1, zero))
         if want_flags:
@@ -510,38 +610,98 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
 
 
 @njit(cache=True, inline="always")
-def _settle_block(xs, os, P, key, base, counts, c, is_sr, want_flags, level, every):
-    """Pass 2 (level 2: _common) or 3 (level 3: _full) over a block: the marked elements (or,
-    with ``every``, all of them) get their results, except those the level cannot decide,
-    which stay marked; returns how many stay marked."""
+def _settle_store(osb, j, o, fl, left, every, mark, acc, P, want_flags):
+    """One element of a later pass: its result o (flag bits fl) stored when it is to be done
+    (``every``, or marked) and decided (not ``left``); acc = (left, inexact, underflow,
+    overflow, invalid) counts, updated."""
     zero = P.lane0
-    mark = out_mark(os)
-    n_left = zero
-    n_inex = zero
-    n_under = zero
-    n_over = zero
-    n_inv = zero
-    for j in range(xs.size):
-        U = vtop(random_bits(key, base + j), zero) if is_sr else zero
-        if level == 2:
-            o, fl, left = _common(xs[j], U, P, is_sr)
-        else:
-            o, fl, left = _full(xs[j], U, P, is_sr)
-        todo = True if every else os[j] == mark
-        os[j] = vsel(todo & (not left), to_out(o, os), vsel(todo, mark, os[j]))
-        n_left = vadd(n_left, vsel(todo & left, P.lane1, zero))
-        if want_flags:
-            fl = vsel(todo & (not left), fl, zero)
-            n_inex = vadd(n_inex, _bit(fl, P.f_inex, P))
-            n_under = vadd(n_under, _bit(fl, P.f_under, P))
-            n_over = vadd(n_over, _bit(fl, P.f_over, P))
-            n_inv = vadd(n_inv, _bit(fl, P.f_inv, P))
+    todo = True if every else osb[j] == mark
+    osb[j] = vsel(todo & (not left), to_out(o, osb), vsel(todo, mark, osb[j]))
+    n_left = vadd(acc[0], vsel(todo & left, P.lane1, zero))
     if want_flags:
-        counts[c, 0] += np.int64(n_inex)
-        counts[c, 1] += np.int64(n_under)
-        counts[c, 2] += np.int64(n_over)
-        counts[c, 3] += np.int64(n_inv)
-    return np.int64(n_left)
+        fl = vsel(todo & (not left), fl, zero)
+        return (n_left, vadd(acc[1], _bit(fl, P.f_inex, P)), vadd(acc[2], _bit(fl, P.f_under, P)),
+                vadd(acc[3], _bit(fl, P.f_over, P)), vadd(acc[4], _bit(fl, P.f_inv, P)))
+    return (n_left, acc[1], acc[2], acc[3], acc[4])
+
+
+@njit(cache=True, inline="always")
+def _settle_count(acc, counts, c, want_flags):
+    """Adds a block's flag counts (acc, see _settle_store) to the table; returns how many of its
+    elements stay marked."""
+    if want_flags:
+        counts[c, 0] += np.int64(acc[1])
+        counts[c, 1] += np.int64(acc[2])
+        counts[c, 2] += np.int64(acc[3])
+        counts[c, 3] += np.int64(acc[4])
+    return np.int64(acc[0])
+
+
+# The later passes, one ordinary (not inlined) function per pass: Numba compiles each once per
+# (lane types, is_sr, want_flags, every), all constants at every call, in place of inlining
+# the block loops at every call site of every specialisation of _chunk_passes (which doubled
+# the cold compile time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every
+# element of every block, else the marked elements of the blocks that hold some; left[b] = how
+# many stay marked.
+
+@njit(cache=True)
+def _settle_pass1(k, xs, os, base, is_sr, left, every, b0, b1):
+    """Pass 1x (only without flags: it counts none)."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if every or left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, inex, ovf, lj = _lean(xsb[j], U, P, is_sr, True)
+                acc = _settle_store(osb, j, o, zero, lj, every, mark, acc, P, False)
+            left[b] = np.int64(acc[0])
+
+
+@njit(cache=True)
+def _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, every, b0, b1):
+    """Pass 2 (_common)."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if every or left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, fl, lj = _common(xsb[j], U, P, is_sr)
+                acc = _settle_store(osb, j, o, fl, lj, every, mark, acc, P, want_flags)
+            left[b] = _settle_count(acc, counts, c, want_flags)
+
+
+@njit(cache=True)
+def _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
+    """Pass 3 (_full), the marked elements only."""
+    P = k
+    zero = P.lane0
+    n = xs.size
+    mark = out_mark(os)
+    for b in range(b0, b1):
+        if left[b] != 0:
+            lo = b * BLOCK
+            xsb = xs[lo:min(n, lo + BLOCK)]
+            osb = os[lo:min(n, lo + BLOCK)]
+            acc = (zero, zero, zero, zero, zero)
+            for j in range(xsb.size):
+                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                o, fl, lj = _full(xsb[j], U, P, is_sr)
+                acc = _settle_store(osb, j, o, fl, lj, False, mark, acc, P, want_flags)
+            left[b] = _settle_count(acc, counts, c, want_flags)
 
 
 @njit(cache=True)
@@ -560,39 +720,49 @@ def _value_block(xs, os, base, c, k, counts):
                 add_flag_counts(counts, c, fl)
 
 
+@njit(cache=True)
+def _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
+    """Pass 1 over the blocks [b0, b1) of a chunk (an ordinary function, like the later
+    passes): left[b] = how many elements of block b it marked; returns how many of these
+    blocks hold marks."""
+    n = xs.size
+    marked = 0
+    for b in range(b0, b1):
+        lo = b * BLOCK
+        hi = min(n, lo + BLOCK)
+        left[b] = _lean_block(xs[lo:hi], os[lo:hi], k, k.key, base + lo, counts, c, is_sr,
+                              want_flags)
+        marked += left[b] > 0
+    return marked
+
+
 @njit(cache=True, inline="always")
 def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
-    """All passes over one chunk (see above)."""
-    P = k
+    """All passes over one chunk (see above); is_sr and want_flags are constants at every
+    call.  Pass 1x is called with want_flags False whatever want_flags (it only runs without
+    flags): one specialisation serves both."""
     n = xs.size
     nb = (n + BLOCK - 1) // BLOCK
     left = np.zeros(nb, np.int64)
+    b_first = np.int64(0)           # (not a literal 0: one specialisation for every range)
     nprobe = min(PROBE, nb)
-    marked_blocks = 0
-    for b in range(nprobe):
-        lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
-        left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c, is_sr,
-                              want_flags)
-        marked_blocks += left[b] > 0
-    dense = 2 * marked_blocks > nprobe
-    for b in range(nprobe, nb):
-        lo = b * BLOCK
-        hi = min(n, lo + BLOCK)
+    dense = 2 * _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first,
+                           nprobe) > nprobe
+    if not dense:
+        _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, nprobe, nb)
+    # dense: the first later pass does every block after the probe
+    upto = nprobe if dense else nb
+    # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
+    ext = (not want_flags) and k.lean_lo == 0
+    if ext:
         if dense:
-            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                    is_sr, want_flags, 2, True)
-        else:
-            left[b] = _lean_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                  is_sr, want_flags)
-    for level in (2, 3):
-        for b in range(nb):
-            if left[b] == 0 or (level == 2 and dense and b >= nprobe):
-                continue
-            lo = b * BLOCK
-            hi = min(n, lo + BLOCK)
-            left[b] = _settle_block(xs[lo:hi], os[lo:hi], P, k.key, base + lo, counts, c,
-                                    is_sr, want_flags, level, False)
+            _settle_pass1(k, xs, os, base, is_sr, left, True, nprobe, nb)
+        _settle_pass1(k, xs, os, base, is_sr, left, False, b_first, upto)
+        upto = nb
+    elif dense:
+        _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, True, nprobe, nb)
+    _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, upto)
+    _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first, nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK

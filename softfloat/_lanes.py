@@ -15,6 +15,9 @@ softfloat._kernels_round_vec are written with them.
                                            below 2^31 (uint32) or 2^52 (uint64): exact
     vtop(u, like)                          the top bits of the 64 random bits u as a lane value
                                            of ``like``'s type (32 of them, or all 64)
+    vmagic(a, c)                           the pattern of (A + C) - C in the float arithmetic of
+                                           the lane's width, A and C the floats of patterns a, c
+                                           (IEEE round-to-nearest-even; no fast-math)
 
 Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
 
@@ -32,7 +35,7 @@ from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32
 from ._primitives import U64_0, U64_1
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
-           "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop"]
+           "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop", "vmagic"]
 
 # 2^52 as a float64 and its pattern: (2^52 + q) - 2^52 = q exactly for q < 2^52, and the
 # pattern of 2^52 + q is 0x4330000000000000 + q (q fills the fraction).
@@ -118,4 +121,25 @@ def _vtop_impl(u, like):
         return lambda u, like: lo32(u >> _U32)
     if like == types.uint64:
         return lambda u, like: u
+    return None
+
+
+def vmagic(a, c):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(vmagic, inline="always")
+def _vmagic_impl(a, c):
+    # Two IEEE operations in the default rounding mode (the kernels are never fast-math, so
+    # LLVM may not fold (A + C) - C into A).
+    if a == types.uint32 and c == types.uint32:
+        def impl32(a, c):
+            cf = np.uint32(c).view(np.float32)
+            return np.float32(np.float32(np.uint32(a).view(np.float32) + cf) - cf).view(np.uint32)
+        return impl32
+    if a == types.uint64 and c == types.uint64:
+        def impl64(a, c):
+            cf = np.uint64(c).view(np.float64)
+            return np.float64(np.float64(np.uint64(a).view(np.float64) + cf) - cf).view(np.uint64)
+        return impl64
     return None

@@ -5,7 +5,8 @@
   scaling by exact powers of two, floor, comparisons; no bit manipulation, unlike the integer
   round-pack of the kernels), including the per-chunk IEEE flag counts.  The checker itself is
   cross-checked against tests/oracle.py (exact rationals) on a sample.  RNE also equals numpy's
-  float16 and ml_dtypes' bfloat16 casts.
+  float16 and ml_dtypes' bfloat16 casts.  The same call without flags= (which takes the
+  kernel's other passes) gives the same patterns in every mode, stochastic rounding included.
 * Every bit pattern of fp16, bf16, e4m3fn, e5m2 (and every 8-bit pattern of some variants)
   decodes like the oracle and round-trips through from_bits -> to_bits (NaNs with sign and payload).
 * Every fp8 pattern decodes like ml_dtypes.
@@ -348,6 +349,12 @@ def _check_block(x, got, fmt, ovres):
                         bool(fmt.subnormals), _P2)
 
 
+def _same_bits(a, b, fname, mode, start):
+    """a and b hold the same float32 patterns."""
+    bad = np.flatnonzero(a.view(np.uint32) != b.view(np.uint32))
+    assert bad.size == 0, (fname, mode, hex(start), bad[:5], a[bad[:5]], b[bad[:5]])
+
+
 def check_all_float32(fname, starts, chunk=1 << 22):
     """Round every float32 pattern in [s, s + chunk) for s in starts, in the six modes, and
     compare results, flag counts and (rne) the numpy / ml_dtypes casts."""
@@ -364,6 +371,13 @@ def check_all_float32(fname, starts, chunk=1 << 22):
             fl = sf.Flags()
             got.append(sf.round(x, fmt, mode, flags=fl))
             counts[k] = [fl.inexact, fl.underflow, fl.overflow, fl.invalid]
+            # without flags the kernel takes other passes (pass 1x of _kernels_round_vec):
+            # the same patterns on every input
+            _same_bits(sf.round(x, fmt, mode), got[k], fname, mode, start)
+        # stochastic rounding, with and without flags (same seed, same random bits)
+        _same_bits(sf.round(x, fmt, "sr", seed=9, sr_bits=13),
+                   sf.round(x, fmt, "sr", seed=9, sr_bits=13, flags=sf.Flags()), fname, "sr",
+                   start)
         exp_field = (start >> 23) & 0xFF
         if 0 < exp_field < 255:
             bad, flags = _check_block(x, got, fmt, ovres)

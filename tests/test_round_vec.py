@@ -1,0 +1,125 @@
+"""The vectorised rounding kernel without flag counting (issue #13's fast paths), bit for bit
+against round_value (softfloat._kernels_round.round_kernel) element by element.
+
+Without flags, pass 1 of softfloat._kernels_round_vec also rounds below 2^emin (RNE by the
+carrier add (|x| + C) - C; the pattern rounding at bit d where the subnormal grid is the
+input's own, as bf16's from float32) and gives Inf / NaN their results by selects.  Checked
+here on float32 and float64 inputs (32- and 64-bit lanes), every mode, on issue #13's data
+classes and on the edges of those paths: just below 2^emin (rounding up to 2^emin), ties and
+near-ties on the subnormal grid, +-0, carrier subnormals, NaN payloads, negative inputs of
+unsigned formats, formats without subnormals or without zero, and a few marked elements among
+lean ones (sparse) as well as many (dense).  tests/test_exhaustive.py (marked slow) checks all
+2^32 float32 inputs to fp16 and bf16, every mode, without flags against the kernel counting
+flags, which it checks on every input.  tests/test_round_core.py checks the kernel with flags against round_value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import softfloat as sf
+from softfloat import _kernels_round as K
+from softfloat import _kernels_round_vec as KV
+
+FORMATS = [sf.get_format(n) for n in ("fp16", "bf16", "tf32", "e4m3fn", "e5m2", "e8m0",
+                                      "ue4m3")] + [
+    sf.Format("e4m3fn_sat", 4, 3, inf_nan="fn", saturate=True),
+    sf.Format("e3m4_none", 3, 4, inf_nan="none"),
+    sf.Format("fp16_ftz", 5, 10, subnormals=False),
+    sf.Format("ue5m2", 5, 2, signed=False),
+    sf.Format("ue4m0", 4, 0, inf_nan="fn", subnormals=False, signed=False, zero=False),
+    sf.Format("e5m0", 5, 0, inf_nan="none"),
+    sf.Format("e8m1", 8, 1),
+    sf.Format("e8m0_sub", 8, 0, inf_nan="none"),
+    sf.Format("e8m7_ftz", 8, 7, subnormals=False),
+    sf.Format("e6m22", 6, 22),
+]
+
+
+def edge_values(fmt, rng, dtype):
+    """Values at the edges of pass 1's paths below 2^emin, both signs, in a random order."""
+    q = 2.0 ** (fmt.emin - fmt.man_bits)
+    k = np.arange(2.0 ** fmt.man_bits - 6, 2.0 ** fmt.man_bits + 1)   # up to 2^emin
+    k = np.concatenate([k, np.arange(0.0, 7.0), rng.integers(0, 2 ** fmt.man_bits, 40)])
+    fi = np.finfo(dtype)
+    ups = np.array([1.0 + fi.eps, 1.0 - fi.eps / 2])
+    v = [k * q, (k + 0.5) * q, ((k + 0.5) * q)[:, None] * ups, (k + 0.25) * q,
+         (k + 0.75) * q, [0.0, fi.tiny, fi.tiny * 0.5, fi.smallest_subnormal, q / 2, q / 4,
+                          q / 2 * (1 + fi.eps), q / 2 * (1 - fi.eps / 2), 2.0 ** fmt.emin,
+                          fmt.max, np.inf]]
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.concatenate([np.ravel(np.asarray(a, np.float64)) for a in v]).astype(dtype)
+        x = x[np.isfinite(x) | np.isinf(x)]
+        x = np.concatenate([x, -x])
+    w = np.uint32 if dtype == np.float32 else np.uint64
+    nans = np.array([0x7FC00001, 0xFFC00000, 0x7F800001, 0xFFBFFFFF], np.uint32).view(np.float32)
+    nans = nans.astype(dtype) if dtype == np.float32 else np.array(
+        [0x7FF8000000000001, 0xFFF8000000000000, 0x7FF0000000000001, 0xFFF7FFFFFFFFFFFF],
+        np.uint64).view(np.float64)
+    x = np.concatenate([x, nans]).astype(dtype)
+    assert x.view(w).size == x.size
+    return x[rng.permutation(x.size)]
+
+
+def data(fmt, rng, dtype):
+    """Issue #13's data classes, the edge values alone (dense) and sprinkled over N(0,1)
+    (sparse: pass 1 and the later passes on the same chunk)."""
+    n = 3000
+    g = rng.standard_normal(n)
+    out = dict(normal=g, gradient=g * np.exp2(rng.uniform(-30, 8, n)),
+               subnormal=g * fmt.tiny * rng.uniform(2.0 ** -12, 1, n),
+               overflow=g * np.exp2(rng.uniform(0, 20, n)))
+    with np.errstate(over="ignore", under="ignore"):
+        out = {k: v.astype(dtype) for k, v in out.items()}
+    e = edge_values(fmt, rng, dtype)
+    out["edges"] = e
+    sparse = rng.standard_normal(20 * 256).astype(dtype)
+    pos = rng.choice(sparse.size, min(e.size, 40), replace=False)
+    sparse[pos] = e[:pos.size]
+    out["sparse"] = sparse
+    return out
+
+
+def reference(x, fmt, mode, key, rbits):
+    ref = np.empty(x.size, fmt.carrier_dtype)
+    counts = np.zeros((K.n_chunks(x.size), K.NFLAGS), np.int64)
+    K.round_kernel(x, ref, fmt.kernel_params(), mode, key, 0, rbits, True, counts)
+    return ref
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_unflagged_kernel_equals_round_value(fmt, dtype):
+    if not KV.vec_supported(fmt, dtype):
+        pytest.skip(f"{fmt.name} from {np.dtype(dtype).name}: not the vectorised kernel")
+    rng = np.random.default_rng(23)
+    for cls, x in data(fmt, rng, dtype).items():
+        for mode in range(8):
+            for rbits in ((3, 13, 24, 40) if mode == 6 else (None,)):
+                kw = dict(seed=5, sr_bits=rbits) if mode == 6 else {}
+                got = sf.round(x, fmt, mode, **kw)
+                key, rb = (sf.rng.seed_key(5), rbits) if mode == 6 else (np.uint64(0), 1)
+                ref = reference(x, fmt, mode, key, rb)
+                w = np.uint32 if ref.dtype == np.float32 else np.uint64
+                bad = np.flatnonzero(got.view(w) != ref.view(w))
+                assert bad.size == 0, (cls, mode, rbits, x[bad[:5]], got[bad[:5]], ref[bad[:5]])
+
+
+def test_which_formats_take_the_lean_paths():
+    """The carrier add serves RNE where q = 2^(emin - m) is a normal float of the input width;
+    the pattern rounding serves every mode where the format's emin is the input's; flush-to-
+    zero formats leave below 2^emin to the later passes."""
+    f32, f64 = np.uint32, np.uint64
+    for name, lane, magic in [("fp16", f32, True), ("e4m3fn", f32, True), ("bf16", f32, False),
+                              ("bf16", f64, True), ("fp16_ftz", f32, False)]:
+        fmt = FORMATS[[f.name for f in FORMATS].index(name)]
+        p = KV.vec_params(fmt, 0, 1, lane)
+        assert p.low_magic is magic, name
+        assert (int(p.lean_lo) == 0) is (name != "fp16_ftz"), name
+        assert not KV.vec_params(fmt, 2, 1, lane).low_magic
+    # stochastic rounding below 2^emin by _grid_low in every format with subnormals
+    for fmt, lane in [(sf.get_format("bf16"), f32), (sf.get_format("fp16"), f64)]:
+        assert int(KV.vec_params(fmt, 6, 24, lane).lean_lo) == 0
+    ftz = FORMATS[[f.name for f in FORMATS].index("fp16_ftz")]
+    assert int(KV.vec_params(ftz, 6, 24, f32).lean_lo) != 0
