@@ -31,7 +31,8 @@ Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), roundi
   overflow (the rounded pattern above pattern(max), every input >= 2^(emax+1) included; the
   result is the mode's overflow value, computed once per call by round_pack's own
   overflow_result).  Elements below 2^emin, zeros, Inf, NaN and negative inputs of unsigned
-  formats are marked.
+  formats are marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
+  one exact float64 -> float32 conversion (``lean_out``), the later passes' by narrow_bits.
 Pass 1x (``_lean_ext``), only when flags are not counted, in formats with subnormals:
   pass 1 plus Inf and NaN by selects (their per-call results, as in pass 2) and the elements
   below 2^emin (zeros included), rounded by
