@@ -31,8 +31,9 @@ Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), roundi
   overflow (the rounded pattern above pattern(max), every input >= 2^(emax+1) included; the
   result is the mode's overflow value, computed once per call by round_pack's own
   overflow_result).  Elements below 2^emin, zeros, Inf, NaN and negative inputs of unsigned
-  formats are marked.
-Pass 1x (``_lean`` with ``ext``), only when flags are not counted, in formats with subnormals:
+  formats are marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
+  one exact float64 -> float32 conversion (``lean_out``), the later passes' by narrow_bits.
+Pass 1x (``_lean_ext``), only when flags are not counted, in formats with subnormals:
   pass 1 plus Inf and NaN by selects (their per-call results, as in pass 2) and the elements
   below 2^emin (zeros included), rounded by
 * the carrier add, in RNE where q = 2^qe (qe = emin - m) is a normal float of the input width
@@ -105,8 +106,8 @@ from numba.extending import overload
 from ._driver import add_flag_counts, launch, record
 from ._kernels_bits import carrier_bits, store_carrier
 from ._primitives import F32_FRAC, F32_INF, F32_SIGN, F64_ABS, F64_EXP_FIELD, F64_FRAC, F64_HIDDEN
-from ._lanes import (vadd, vand, vfbits, vge, vgt, vlt, vmagic, vmax, vmin, vne, vor, vsel, vshl,
-                     vshr, vsub, vtop, vxor, veq)
+from ._lanes import (vadd, vand, vcount, veq, vfbits, vge, vgt, vlt, vmagic, vmax, vmin, vne, vor,
+                     vsel, vsge, vsgt, vshl, vshr, vslt, vsub, vtop, vxor)
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW, format_params_of, inf_result, overflow_result, round_value,
                          zero_result)
@@ -329,34 +330,49 @@ def _round_d(a, neg, U, P, is_sr):
     """(a rounded at the constant bit d, inexact): the normal-range rounding of pass 1, with the
     increments of the module docstring precomputed per call.  No sum wraps: a < 2^(W-1),
     increments < 2^d."""
-    if is_sr:
-        inc = vshl(vshr(U, P.sr_s1), P.sr_s2)
-    else:
-        inc = vadd(vadd(P.c0, vand(vshr(a, P.d), P.cpar)), vsel(neg, P.cneg, P.cpos))
     inex = vne(vand(a, P.low), P.lane0)
+    if is_sr:
+        # (no RTO bit: rto_lsb is 0 outside RTO; one constant less in the loop)
+        return vand(vadd(a, vshl(vshr(U, P.sr_s1), P.sr_s2)), P.keep), inex
+    inc = vadd(vadd(P.c0, vand(vshr(a, P.d), P.cpar)), vsel(neg, P.cneg, P.cpos))
     return vor(vand(vadd(a, inc), P.keep), vsel(inex, P.rto_lsb, P.lane0)), inex
 
 
 @njit(cache=True, inline="always")
-def _lean(b, U, P, is_sr, ext):
-    """Pass 1 (``ext`` False): (pattern, inexact, overflow, special) with special = left for
-    a later pass (below 2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at
-    bit d otherwise.  Kept lean: this is the common case.
-    Pass 1x (``ext`` True, only when flags are not counted): Inf and NaN also get their
-    per-call results, by selects, and below 2^emin is rounded too where P allows it (lean_lo =
-    0): by the carrier add (RNE, low_magic), the grid rounding of _grid_low (SR) or the
-    rounding at bit d (a linear subnormal grid); special = negative in an unsigned format,
-    below lean_lo, or what _grid_low leaves to round_value."""
+def _lean_round(b, U, P, is_sr):
+    """(a, sgn, neg, rn, inexact, negbad, overflow) of the input pattern b: its magnitude,
+    sign bit, sign, the rounding rn at bit d, negbad = negative in an unsigned format, and
+    overflow (rn above pattern(max); never below 2^emin, where rn <= tinybits).  Signed
+    compares: rn < 2^(W-1) for every input but a NaN (a <= pattern(Inf) and the increment
+    < 2^d), and a NaN input is special in both passes."""
     a = vand(b, P.abs_)
     sgn = vxor(b, a)
     neg = vne(sgn, P.lane0)
     rn, inex = _round_d(a, neg, U, P, is_sr)
     negbad = vne(vand(sgn, P.neg_special), P.lane0)
-    ovf = vgt(rn, P.maxbits)          # never below 2^emin: rn <= tinybits there
-    if not ext:
-        special = vlt(a, P.lean_min) | vge(a, P.inf) | negbad
-        out = vsel(special, P.slow, vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn)))
-        return out, inex & (not special), ovf & (not special), special
+    return a, sgn, neg, rn, inex, negbad, vsgt(rn, P.maxbits)
+
+
+@njit(cache=True, inline="always")
+def _lean(b, U, P, is_sr, os):
+    """Pass 1: (result, inexact, overflow, special) with special = left for a later pass
+    (below 2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at bit d
+    otherwise.  The result is already an element of the output view os: the carrier pattern,
+    or os's marker where special (see lean_out).  Kept lean: this is the common case."""
+    a, sgn, neg, rn, inex, negbad, ovf = _lean_round(b, U, P, is_sr)
+    special = vslt(a, P.lean_min) | vsge(a, P.inf) | negbad
+    out = lean_out(sgn, rn, neg, ovf, special, P, os)
+    return out, inex & (not special), ovf & (not special), special
+
+
+@njit(cache=True, inline="always")
+def _lean_ext(b, U, P, is_sr):
+    """Pass 1x (only when flags are not counted): (pattern, special) as pass 1, plus Inf and
+    NaN by selects (their per-call results), and below 2^emin rounded too where P allows it
+    (lean_lo = 0): by the carrier add (RNE, low_magic), the grid rounding of _grid_low (SR)
+    or the rounding at bit d (a linear subnormal grid); special = negative in an unsigned
+    format, below lean_lo, or what _grid_low leaves to round_value."""
+    a, sgn, neg, rn, inex, negbad, ovf = _lean_round(b, U, P, is_sr)
     small = vlt(a, P.tinybits)
     if is_sr:
         rg, slow = _grid_sr(a, U, P)
@@ -370,7 +386,7 @@ def _lean(b, U, P, is_sr, ext):
     nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
     out = vsel(vgt(a, P.inf), nan, out)
     special = vlt(a, P.lean_lo) | negbad | slow
-    return vsel(special, P.slow, out), inex, ovf, special
+    return vsel(special, P.slow, out), special
 
 
 @njit(cache=True, inline="always")
@@ -525,6 +541,7 @@ _NORM_OFF = np.uint64(896 << 23)   # (1023 - 127) << 23: float64 -> float32 expo
 _E_NORM = np.uint64(897)           # biased float64 exponent of 2^-126, float32's smallest normal
 _E_SUB = np.uint64(926)            # 1023 - 127 + 30: float32 subnormal shift = 926 - E
 _U63 = np.uint64(63)
+_U32_0 = np.uint32(0)
 
 
 @njit(cache=True)
@@ -552,6 +569,39 @@ def _to_out_impl(o, os):
         return lambda o, os: o
     if o == types.uint64 and os.dtype == types.uint32:
         return lambda o, os: narrow_bits(o)
+    return None
+
+
+def lean_out(sgn, rn, neg, ovf, special, P, os):
+    raise NotImplementedError("only callable from Numba-compiled code")
+
+
+@overload(lean_out, inline="always")
+def _lean_out_impl(sgn, rn, neg, ovf, special, P, os):
+    """Pass 1's output step: the element of os for the sign bit sgn and the rounded magnitude
+    rn: os's marker where special, else the overflow result (ovn / ovp) where ovf, else the
+    carrier pattern of sgn | rn.
+    64-bit lanes into a float32 carrier: sgn | rn is converted by one float64 -> float32
+    conversion instead of narrow_bits, exact: a pass 1 result that is neither special nor an
+    overflow lies in [2^emin, max] (a >= lean_min >= pattern(2^emin), rn >= a, rn <= maxbits)
+    and has at most p = m + 1 <= 24 significant bits (its low d bits are clear), so it is a
+    value of the format, and every value of a format carried in float32 is a float32 (normal
+    for every such format but e8m0, whose 2^-127 is a float32 subnormal: exact too, the
+    default floating point environment has no flush-to-zero).  An exact conversion has no
+    rounding, so this is no second rounding of anything: the same bits as narrow_bits.  The
+    special and overflowing elements convert +0 instead (no out-of-range or subnormal float32
+    result, which some x86 cores microcode-assist), and the overflow results, which may be
+    Inf or a NaN, are narrowed once per call (hoisted out of the loop)."""
+    if sgn == os.dtype:
+        return lambda sgn, rn, neg, ovf, special, P, os: vsel(
+            special, P.slow, vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn)))
+    if sgn == types.uint64 and os.dtype == types.uint32:
+        def impl(sgn, rn, neg, ovf, special, P, os):
+            v = vsel(special | ovf, P.lane0, vor(sgn, rn))
+            c = np.float32(np.uint64(v).view(np.float64)).view(np.uint32)
+            ov = vsel(neg, narrow_bits(P.ovn), narrow_bits(P.ovp))
+            return vsel(special, out_mark(os), vsel(ovf, ov, c))
+        return impl
     return None
 
 
@@ -591,18 +641,18 @@ def _bit(fl, f, P):
 def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     """Pass 1 over a block: writes every result, marks the rest; returns how many it marked."""
     zero = P.lane0
-    mark = out_mark(os)
-    n_inex = zero
-    n_over = zero
-    n_mark = zero
+    # 32-bit counters whatever the lane width (a block has 256 elements)
+    n_inex = _U32_0
+    n_over = _U32_0
+    n_mark = _U32_0
     for j in range(xs.size):
         U = vtop(random_bits(key, base + j), zero) if is_sr else zero
-        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, False)
-        os[j] = vsel(sp, mark, to_out(o, os))
-        n_mark = vadd(n_mark, vsel(sp, P.lane1, zero))
+        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, os)
+        os[j] = o
+        n_mark = vcount(n_mark, sp)
         if want_flags:
-            n_inex = vadd(n_inex, vsel(inex | ovf, P.lane1, zero))
-            n_over = vadd(n_over, vsel(ovf, P.lane1, zero))
+            n_inex = vcount(n_inex, inex | ovf)
+            n_over = vcount(n_over, ovf)
     if want_flags:
         counts[c, 0] += np.int64(n_inex)
         counts[c, 2] += np.int64(n_over)
@@ -659,7 +709,7 @@ def _settle_pass1(k, xs, os, base, is_sr, left, every, b0, b1):
             acc = (zero, zero, zero, zero, zero)
             for j in range(xsb.size):
                 U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
-                o, inex, ovf, lj = _lean(xsb[j], U, P, is_sr, True)
+                o, lj = _lean_ext(xsb[j], U, P, is_sr)
                 acc = _settle_store(osb, j, o, zero, lj, every, mark, acc, P, False)
             left[b] = np.int64(acc[0])
 

@@ -8,8 +8,15 @@ softfloat._kernels_round_vec are written with them.
 
     vand vor vxor vadd vsub vshl vshr      a op b (both operands of the lane type)
     vlt vle vgt vge veq vne                unsigned comparisons (boolean results)
+    vslt vsgt vsge                         the same comparisons of operands known to be below
+                                           2^(W-1): signed ones on uint64 (one instruction on
+                                           every x86 vector ISA; AVX2 has no unsigned 64-bit
+                                           compare), the unsigned ones on uint32
     vsel(c, a, b)                          a if c else b, one select
     vmin vmax                              unsigned min / max
+    vcount(n, c)                           n + 1 if c else n, n a uint32 counter (32-bit lanes
+                                           whatever the kernel's lane width: a 64-bit counter
+                                           would take a register of 64-bit lanes)
     vfbits(q)                              the bit pattern of the float of the lane's width
                                            (float32 / float64) equal to the integer q; q must be
                                            below 2^31 (uint32) or 2^52 (uint64): exact
@@ -35,7 +42,8 @@ from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32
 from ._primitives import U64_0, U64_1
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
-           "veq", "vne", "vsel", "vmin", "vmax", "vfbits", "vtop", "vmagic"]
+           "veq", "vne", "vslt", "vsgt", "vsge", "vsel", "vmin", "vmax", "vcount", "vfbits",
+           "vtop", "vmagic"]
 
 # 2^52 as a float64 and its pattern: (2^52 + q) - 2^52 = q exactly for q < 2^52, and the
 # pattern of 2^52 + q is 0x4330000000000000 + q (q fills the fraction).
@@ -73,6 +81,10 @@ vgt = _lane_op("vgt", gt32, lambda a, b: a > b)
 vge = _lane_op("vge", ge32, lambda a, b: a >= b)
 veq = _lane_op("veq", eq32, lambda a, b: a == b)
 vne = _lane_op("vne", ne32, lambda a, b: a != b)
+# operands below 2^(W-1): the signed comparison is the unsigned one
+vslt = _lane_op("vslt", lt32, lambda a, b: np.int64(a) < np.int64(b))
+vsgt = _lane_op("vsgt", gt32, lambda a, b: np.int64(a) > np.int64(b))
+vsge = _lane_op("vsge", ge32, lambda a, b: np.int64(a) >= np.int64(b))
 vmin = _lane_op("vmin", njit(inline="always")(lambda a, b: sel32(lt32(a, b), a, b)),
                lambda a, b: min(a, b))
 vmax = _lane_op("vmax", njit(inline="always")(lambda a, b: sel32(gt32(a, b), a, b)),
@@ -92,6 +104,16 @@ def _vsel_impl(c, a, b):
         # variable Numba's IR checks warn about (NumbaIRAssumptionWarning) on every compile
         return lambda c, a, b: (a & (U64_0 - np.uint64(c))) | (b & (np.uint64(c) - U64_1))
     return None
+
+
+_U32_1 = np.uint32(1)
+_U32_0 = np.uint32(0)
+
+
+@njit(cache=True, inline="always")
+def vcount(n, c):
+    """n + 1 if c else n, for a uint32 counter n (modulo 2^32)."""
+    return add32(n, sel32(c, _U32_1, _U32_0))
 
 
 def vfbits(q):

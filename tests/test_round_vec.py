@@ -126,3 +126,33 @@ def test_which_formats_take_the_lean_paths():
         assert int(KV.vec_params(fmt, 6, 24, lane).lean_lo) == 0
     ftz = FORMATS[[f.name for f in FORMATS].index("fp16_ftz")]
     assert int(KV.vec_params(ftz, 6, 24, f32).lean_lo) != 0
+
+
+def test_signed_lane_compares_and_the_32_bit_counter():
+    """softfloat._lanes' vslt / vsgt / vsge (operands below 2^(W-1), the signed compares of
+    pass 1 in 64-bit lanes) agree with the unsigned ones there, in both lane widths, and
+    vcount counts in 32 bits whatever the lane width."""
+    from numba import njit
+
+    from softfloat._lanes import vcount, vge, vgt, vlt, vsge, vsgt, vslt
+
+    @njit
+    def compares(xs, ys, out):
+        n = np.uint32(0)
+        for j in range(xs.size):
+            a, b = xs[j], ys[j]
+            out[j, 0] = vslt(a, b) == vlt(a, b)
+            out[j, 1] = vsgt(a, b) == vgt(a, b)
+            out[j, 2] = vsge(a, b) == vge(a, b)
+            n = vcount(n, vlt(a, b))
+        return n
+
+    rng = np.random.default_rng(3)
+    for w, top in ((np.uint32, 2 ** 31), (np.uint64, 2 ** 63)):
+        edge = np.array([0, 1, top // 2, top - 2, top - 1], w)
+        xs = np.concatenate([np.repeat(edge, edge.size), rng.integers(0, top, 200, dtype=w)])
+        ys = np.concatenate([np.tile(edge, edge.size), rng.integers(0, top, 200, dtype=w)])
+        out = np.zeros((xs.size, 3), np.bool_)
+        n = compares(xs, ys, out)
+        assert out.all(), w
+        assert isinstance(n, (int, np.integer)) and int(n) == int(np.sum(xs < ys)), w
