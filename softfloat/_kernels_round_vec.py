@@ -30,8 +30,11 @@ marked (while the chunk is in cache; see "the passes over a chunk" below):
 Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), rounding at bit d and
   overflow (the rounded pattern above pattern(max), every input >= 2^(emax+1) included; the
   result is the mode's overflow value, computed once per call by round_pack's own
-  overflow_result).  Elements below 2^emin, zeros, Inf, NaN and negative inputs of unsigned
-  formats are marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
+  overflow_result), and zeros in formats that have one (a zero's pattern rounds to itself in
+  every mode, exactly: a = 0 has no bit below d, and every increment is below 2^d, so
+  rn = 0 and the result is sgn | 0, the signed zero round_value returns).  Nonzero elements
+  below 2^emin, zeros of formats without one, Inf, NaN and negative inputs of unsigned formats
+  are marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
   one exact float64 -> float32 conversion (``lean_out``), the later passes' by narrow_bits.
 Pass 1x (``_lean_ext``), only when flags are not counted, in formats with subnormals:
   pass 1 plus Inf and NaN by selects (their per-call results, as in pass 2) and the elements
@@ -151,6 +154,8 @@ class VecParams(NamedTuple):
     # the format's range and its overflow results
     tinybits: object
     lean_min: object      # smallest pattern pass 1 rounds: max(tinybits, 2^F) (normal input)
+    lean_zsh: object      # pass 1's low test is vslt(a + lean_zsh, lean_zmin): a < lean_min,
+    lean_zmin: object     # zero excepted where the format has one (see vec_params)
     maxbits: object
     # pass 1 without flags: below 2^emin by the carrier add (RNE) or the pattern rounding
     lean_lo: object       # smallest pattern it rounds: 0, or lean_min (the rest is marked)
@@ -249,6 +254,16 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
     tinybits = _pattern(2.0 ** emin, lane)
     qe = emin - m
     lean_min = max(tinybits, 1 << F)
+    # Pass 1's low test, a < lean_min with a = 0 excepted in formats with a zero, in one add and
+    # one vslt (an unsigned compare on uint32, a signed one on uint64; a < 2^(W-1)):
+    # 0 < a < lean_min  <=>  a - 1 < lean_min - 1 unsigned (a = 0 wraps to the top);
+    # uint64 lanes: x <u y  <=>  (x ^ 2^63) <s (y ^ 2^63), and (a - 1) ^ 2^63 = a + (2^63 - 1).
+    if not fp.zero:
+        zsh, zmin = 0, lean_min
+    elif lane == np.uint32:
+        zsh, zmin = mask, lean_min - 1
+    else:
+        zsh, zmin = (1 << 63) - 1, (lean_min - 1) | (1 << 63)
     # pass 1 without flags below 2^emin (module docstring): the carrier add in RNE when C and
     # q = 2^qe are normal floats of the input width; the pattern rounding at bit d when the
     # format's subnormal grid is the input's (emin = 1 - B: bf16, tf32 from float32)
@@ -269,7 +284,8 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
         cneg=low if mode == RDN else 0,
         rto_lsb=(1 << d) if mode == RTO and m > 0 else 0,
         sr_s1=(W - k) if k >= 1 else 0, sr_s2=d - k,
-        tinybits=tinybits, lean_min=lean_min, maxbits=_pattern(fp.maxval, lane),
+        tinybits=tinybits, lean_min=lean_min, lean_zsh=zsh, lean_zmin=zmin,
+        maxbits=_pattern(fp.maxval, lane),
         ovp=ov[0], ovn=ov[1],
         lean_lo=0 if magic or linear or (mode == SR and fp.subnormals) else lean_min,
         cmagic=_pattern(1.5 * 2.0 ** (qe + F), lane) if magic else 0,
@@ -356,11 +372,12 @@ def _lean_round(b, U, P, is_sr):
 @njit(cache=True, inline="always")
 def _lean(b, U, P, is_sr, os):
     """Pass 1: (result, inexact, overflow, special) with special = left for a later pass
-    (below 2^emin, zero, Inf, NaN, negative in an unsigned format); rounding at bit d
-    otherwise.  The result is already an element of the output view os: the carrier pattern,
-    or os's marker where special (see lean_out).  Kept lean: this is the common case."""
+    (nonzero below 2^emin, zero in a format without one, Inf, NaN, negative in an unsigned
+    format); rounding at bit d otherwise (a zero: itself).  The result is already an element
+    of the output view os: the carrier pattern, or os's marker where special (see lean_out).
+    Kept lean: this is the common case."""
     a, sgn, neg, rn, inex, negbad, ovf = _lean_round(b, U, P, is_sr)
-    special = vslt(a, P.lean_min) | vsge(a, P.inf) | negbad
+    special = vslt(vadd(a, P.lean_zsh), P.lean_zmin) | vsge(a, P.inf) | negbad
     out = lean_out(sgn, rn, neg, ovf, special, P, os)
     return out, inex & (not special), ovf & (not special), special
 
@@ -583,11 +600,12 @@ def _lean_out_impl(sgn, rn, neg, ovf, special, P, os):
     carrier pattern of sgn | rn.
     64-bit lanes into a float32 carrier: sgn | rn is converted by one float64 -> float32
     conversion instead of narrow_bits, exact: a pass 1 result that is neither special nor an
-    overflow lies in [2^emin, max] (a >= lean_min >= pattern(2^emin), rn >= a, rn <= maxbits)
-    and has at most p = m + 1 <= 24 significant bits (its low d bits are clear), so it is a
-    value of the format, and every value of a format carried in float32 is a float32 (normal
-    for every such format but e8m0, whose 2^-127 is a float32 subnormal: exact too, the
-    default floating point environment has no flush-to-zero).  An exact conversion has no
+    overflow is a zero (converted exactly, sign included) or lies in [2^emin, max]
+    (a >= lean_min >= pattern(2^emin), rn >= a, rn <= maxbits) and has at most p = m + 1 <= 24
+    significant bits (its low d bits are clear), so it is a value of the format, and every
+    value of a format carried in float32 is a float32 (normal for every such format but e8m0,
+    whose 2^-127 is a float32 subnormal: exact too, the default floating point environment
+    has no flush-to-zero).  An exact conversion has no
     rounding, so this is no second rounding of anything: the same bits as narrow_bits.  The
     special and overflowing elements convert +0 instead (no out-of-range or subnormal float32
     result, which some x86 cores microcode-assist), and the overflow results, which may be

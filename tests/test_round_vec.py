@@ -156,3 +156,27 @@ def test_signed_lane_compares_and_the_32_bit_counter():
         n = compares(xs, ys, out)
         assert out.all(), w
         assert isinstance(n, (int, np.integer)) and int(n) == int(np.sum(xs < ys)), w
+
+
+@pytest.mark.parametrize("lane", [np.uint32, np.uint64])
+def test_pass1_low_test_keeps_zeros_of_formats_with_zero(lane):
+    """Pass 1 marks a < lean_min by vslt(a + lean_zsh, lean_zmin), except a = 0 in formats
+    with a zero (rounded by pass 1 itself: a zero rounds to itself in every mode).  The
+    constants' wrap-around arithmetic, replayed in Python with the lane's compare."""
+    W = 32 if lane == np.uint32 else 64
+    mask = (1 << W) - 1
+
+    def vslt(x, y):       # unsigned on uint32, signed on uint64 (as softfloat._lanes)
+        if W == 64:
+            x, y = (v - (1 << 64) if v >> 63 else v for v in (x, y))
+        return x < y
+
+    for fmt in FORMATS:
+        for mode in range(8):
+            p = KV.vec_params(fmt, mode, 24, lane)
+            lean_min = int(p.lean_min)
+            for a in {0, 1, 2, lean_min - 1, lean_min, lean_min + 1, int(p.inf),
+                      (1 << (W - 1)) - 1}:
+                marked = vslt((a + int(p.lean_zsh)) & mask, int(p.lean_zmin))
+                expect = a < lean_min and not (a == 0 and fmt.zero)
+                assert marked == expect, (fmt.name, mode, a)
