@@ -705,71 +705,51 @@ def _settle_count(acc, counts, c, want_flags):
     return np.int64(acc[0])
 
 
-# The later passes, one ordinary (not inlined) function per pass: Numba compiles each once per
-# (lane types, is_sr, want_flags, every), all constants at every call, in place of inlining
-# the block loops at every call site of every specialisation of _chunk_passes (which doubled
-# the cold compile time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every
-# element of every block, else the marked elements of the blocks that hold some; left[b] = how
-# many stay marked.
+# The later passes: one definition, ``_later_pass(elem)``, made into one ordinary (not
+# inlined) Numba function per element function.  Numba compiles each once per (lane types,
+# is_sr, want_flags, every), all constants at every call, in place of inlining the block loops
+# at every call site of every specialisation of _chunk_passes (which doubled the cold compile
+# time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every element of every
+# block, else the marked elements of the blocks that hold some; left[b] = how many stay marked.
 
-@njit(cache=True)
-def _settle_pass1(k, xs, os, base, is_sr, left, every, b0, b1):
-    """Pass 1x (only without flags: it counts none)."""
-    P = k
-    zero = P.lane0
-    n = xs.size
-    mark = out_mark(os)
-    for b in range(b0, b1):
-        if every or left[b] != 0:
-            lo = b * BLOCK
-            xsb = xs[lo:min(n, lo + BLOCK)]
-            osb = os[lo:min(n, lo + BLOCK)]
-            acc = (zero, zero, zero, zero, zero)
-            for j in range(xsb.size):
-                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
-                o, lj = _lean_ext(xsb[j], U, P, is_sr)
-                acc = _settle_store(osb, j, o, zero, lj, every, mark, acc, P, False)
-            left[b] = np.int64(acc[0])
-
-
-@njit(cache=True)
-def _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, every, b0, b1):
-    """Pass 2 (_common)."""
-    P = k
-    zero = P.lane0
-    n = xs.size
-    mark = out_mark(os)
-    for b in range(b0, b1):
-        if every or left[b] != 0:
-            lo = b * BLOCK
-            xsb = xs[lo:min(n, lo + BLOCK)]
-            osb = os[lo:min(n, lo + BLOCK)]
-            acc = (zero, zero, zero, zero, zero)
-            for j in range(xsb.size):
-                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
-                o, fl, lj = _common(xsb[j], U, P, is_sr)
-                acc = _settle_store(osb, j, o, fl, lj, every, mark, acc, P, want_flags)
-            left[b] = _settle_count(acc, counts, c, want_flags)
+def _later_pass(elem, doc):
+    """The later pass whose element function is elem(x, U, P, is_sr) -> (result, flag bits,
+    left), a Numba function (the closure's constant, inlined into the loop like any global).
+    Not cached itself: its callers (_vec_chunk, the arithmetic's _round_a / _round_b) are, and
+    a cached function holds the code of what it calls (a closure's own cache entry would be
+    keyed by the pickled closure, never found again)."""
+    def settle(k, xs, os, base, counts, c, is_sr, want_flags, left, every, b0, b1):
+        P = k
+        zero = P.lane0
+        n = xs.size
+        mark = out_mark(os)
+        for b in range(b0, b1):
+            if every or left[b] != 0:
+                lo = b * BLOCK
+                xsb = xs[lo:min(n, lo + BLOCK)]
+                osb = os[lo:min(n, lo + BLOCK)]
+                acc = (zero, zero, zero, zero, zero)
+                for j in range(xsb.size):
+                    U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                    o, fl, lj = elem(xsb[j], U, P, is_sr)
+                    acc = _settle_store(osb, j, o, fl, lj, every, mark, acc, P, want_flags)
+                left[b] = _settle_count(acc, counts, c, want_flags)
+    settle.__name__ = settle.__qualname__ = elem.py_func.__name__.strip("_") + "_pass"
+    settle.__doc__ = doc
+    return njit(settle)
 
 
-@njit(cache=True)
-def _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
-    """Pass 3 (_full), the marked elements only."""
-    P = k
-    zero = P.lane0
-    n = xs.size
-    mark = out_mark(os)
-    for b in range(b0, b1):
-        if left[b] != 0:
-            lo = b * BLOCK
-            xsb = xs[lo:min(n, lo + BLOCK)]
-            osb = os[lo:min(n, lo + BLOCK)]
-            acc = (zero, zero, zero, zero, zero)
-            for j in range(xsb.size):
-                U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
-                o, fl, lj = _full(xsb[j], U, P, is_sr)
-                acc = _settle_store(osb, j, o, fl, lj, False, mark, acc, P, want_flags)
-            left[b] = _settle_count(acc, counts, c, want_flags)
+@njit(cache=True, inline="always")
+def _lean_ext_fl(x, U, P, is_sr):
+    """_lean_ext with the (result, flag bits, left) shape of the later passes' element
+    functions (no flag bits: pass 1x runs only when flags are not counted)."""
+    o, lj = _lean_ext(x, U, P, is_sr)
+    return o, P.lane0, lj
+
+
+_settle_pass1 = _later_pass(_lean_ext_fl, "Pass 1x (only without flags: it counts none).")
+_settle_pass2 = _later_pass(_common, "Pass 2 (_common).")
+_settle_pass3 = _later_pass(_full, "Pass 3 (_full), the marked elements only (every False).")
 
 
 @njit(cache=True)
@@ -824,13 +804,13 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
     ext = (not want_flags) and k.lean_lo == 0
     if ext:
         if dense:
-            _settle_pass1(k, xs, os, base, is_sr, left, True, nprobe, nb)
-        _settle_pass1(k, xs, os, base, is_sr, left, False, b_first, upto)
+            _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, True, nprobe, nb)
+        _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, False, b_first, upto)
         upto = nb
     elif dense:
         _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, True, nprobe, nb)
     _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, upto)
-    _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first, nb)
+    _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK
