@@ -97,7 +97,10 @@ def flag_table(n: int, cols: int = NFLAGS) -> np.ndarray:
     """Zeroed int64 counts, one row per chunk (at least one row, for empty arrays): by default
     the IEEE flag counts; ``cols`` other counts (e.g. softfloat.dfp's saturated and
     underflowed)."""
-    return np.zeros((max(n_chunks(n), 1), cols), dtype=np.int64)
+    # (one chunk, the small tensors of training loops: no n_chunks call, ~0.3 us less per call)
+    if n <= CHUNK:
+        return np.zeros((1, cols), dtype=np.int64)
+    return np.zeros((n_chunks(n), cols), dtype=np.int64)
 
 
 @njit(cache=True)
