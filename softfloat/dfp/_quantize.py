@@ -54,7 +54,7 @@ def _patterns(flat):
 def tensor_absmax(flat: np.ndarray) -> float:
     """max |x| of a nonempty flat float32/float64 array, as a float (Inf when the array holds a
     NaN or an Inf), from one pass over the bit patterns (see _kernels_quant._absmax_chunk)."""
-    xb, mask, lim, ut = _patterns(flat)
+    xb, mask, lim, _ = _patterns(flat)
     part = np.empty(n_chunks(flat.size), dtype=xb.dtype)
     launch(KQ.ABSMAX[int(mask)], (), flat.size, xb, part)
     # (one chunk: no numpy reduction, ~1 us per call; the small tensors of training loops
