@@ -677,34 +677,6 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     return np.int64(n_mark)
 
 
-@njit(cache=True, inline="always")
-def _settle_store(osb, j, o, fl, left, every, mark, acc, P, want_flags):
-    """One element of a later pass: its result o (flag bits fl) stored when it is to be done
-    (``every``, or marked) and decided (not ``left``); acc = (left, inexact, underflow,
-    overflow, invalid) counts, updated."""
-    zero = P.lane0
-    todo = True if every else osb[j] == mark
-    osb[j] = vsel(todo & (not left), to_out(o, osb), vsel(todo, mark, osb[j]))
-    n_left = vadd(acc[0], vsel(todo & left, P.lane1, zero))
-    if want_flags:
-        fl = vsel(todo & (not left), fl, zero)
-        return (n_left, vadd(acc[1], _bit(fl, P.f_inex, P)), vadd(acc[2], _bit(fl, P.f_under, P)),
-                vadd(acc[3], _bit(fl, P.f_over, P)), vadd(acc[4], _bit(fl, P.f_inv, P)))
-    return (n_left, acc[1], acc[2], acc[3], acc[4])
-
-
-@njit(cache=True, inline="always")
-def _settle_count(acc, counts, c, want_flags):
-    """Adds a block's flag counts (acc, see _settle_store) to the table; returns how many of its
-    elements stay marked."""
-    if want_flags:
-        counts[c, 0] += np.int64(acc[1])
-        counts[c, 1] += np.int64(acc[2])
-        counts[c, 2] += np.int64(acc[3])
-        counts[c, 3] += np.int64(acc[4])
-    return np.int64(acc[0])
-
-
 # The later passes: one definition, ``_later_pass(elem)``, made into one ordinary (not
 # inlined) Numba function per element function.  Numba compiles each once per (lane types,
 # is_sr, want_flags, every), all constants at every call, in place of inlining the block loops
@@ -728,12 +700,33 @@ def _later_pass(elem, doc):
                 lo = b * BLOCK
                 xsb = xs[lo:min(n, lo + BLOCK)]
                 osb = os[lo:min(n, lo + BLOCK)]
-                acc = (zero, zero, zero, zero, zero)
+                # one scalar accumulator per count: a tuple carried through the loop keeps
+                # LLVM from vectorising it when the function is optimised on its own (what a
+                # process that compiles it runs: 8x slower on subnormal-heavy data)
+                n_left = zero
+                n_inex = zero
+                n_under = zero
+                n_over = zero
+                n_inv = zero
                 for j in range(xsb.size):
                     U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
                     o, fl, lj = elem(xsb[j], U, P, is_sr)
-                    acc = _settle_store(osb, j, o, fl, lj, every, mark, acc, P, want_flags)
-                left[b] = _settle_count(acc, counts, c, want_flags)
+                    # stored when to be done (every, or marked) and decided (not lj)
+                    todo = True if every else osb[j] == mark
+                    osb[j] = vsel(todo & (not lj), to_out(o, osb), vsel(todo, mark, osb[j]))
+                    n_left = vadd(n_left, vsel(todo & lj, P.lane1, zero))
+                    if want_flags:
+                        fl = vsel(todo & (not lj), fl, zero)
+                        n_inex = vadd(n_inex, _bit(fl, P.f_inex, P))
+                        n_under = vadd(n_under, _bit(fl, P.f_under, P))
+                        n_over = vadd(n_over, _bit(fl, P.f_over, P))
+                        n_inv = vadd(n_inv, _bit(fl, P.f_inv, P))
+                if want_flags:
+                    counts[c, 0] += np.int64(n_inex)
+                    counts[c, 1] += np.int64(n_under)
+                    counts[c, 2] += np.int64(n_over)
+                    counts[c, 3] += np.int64(n_inv)
+                left[b] = np.int64(n_left)
     settle.__name__ = settle.__qualname__ = elem.py_func.__name__.strip("_") + "_pass"
     settle.__doc__ = doc
     return njit(settle)
