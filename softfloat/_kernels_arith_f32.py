@@ -117,7 +117,7 @@ def _proxies_rounded(op, k, xs, ys, zs, os, marks, base, c, counts):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(_proxies_rounded, prefer_literal=True)
+@overload(_proxies_rounded, prefer_literal=True, inline="always")
 def _proxies_rounded_impl(op, k, xs, ys, zs, os, marks, base, c, counts):
     """Steps 1 and 2 for one chunk; returns whether any element is marked.  The route is the
     record's lane width (chosen in Python by ``run``), fixed at compile time.  prefer_literal:
@@ -178,7 +178,7 @@ def _scalar_fill(op, xs, ys, zs, os, marks, fp, mode, rbits, key, base, want_fla
             add_flag_counts(counts, c, fl)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     """Elements [lo, hi) of one operation (op a compile-time constant: each op has its own
     loops); a step-0 operand is expanded."""
@@ -200,13 +200,17 @@ def _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
 
 # One record class per operation, all with the chunk function _arith_chunk, which reads the
 # class's operation code at compile time: Numba compiles one set of loops per operation, with
-# the other operations' branches folded away.
+# the other operations' branches folded away.  _op_of_record, _op_chunk and _proxies_rounded
+# are inlined into _arith_chunk (Numba IR inlining): Numba links a called function's whole
+# module into its caller and optimises and generates code for it again, so each of these levels
+# cost as much compile time as the rounding passes below it (~20 s per level over the test
+# suite); inlined, _arith_chunk is the one compiled unit above _lean_a / _round_a / _round_b.
 
 def _op_of_record(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(_op_of_record)
+@overload(_op_of_record, inline="always")
 def _op_of_record_impl(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     op = k.instance_class.op       # a constant of the closure: typed as a literal
 

@@ -679,7 +679,8 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
 
 # The later passes: one definition, ``_later_pass(elem)``, made into one ordinary (not
 # inlined) Numba function per element function.  Numba compiles each once per (lane types,
-# is_sr, want_flags, every), all constants at every call, in place of inlining the block loops
+# is_sr, want_flags), constants at every call but pass 3's want_flags (``every`` is a run-time
+# boolean; see _chunk_passes), in place of inlining the block loops
 # at every call site of every specialisation of _chunk_passes (which doubled the cold compile
 # time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every element of every
 # block, else the marked elements of the blocks that hold some; left[b] = how many stay marked.
@@ -781,7 +782,7 @@ def _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
 def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
     """All passes over one chunk (see above); is_sr and want_flags are constants at every
     call.  Pass 1x is called with want_flags False whatever want_flags (it only runs without
-    flags): one specialisation serves both."""
+    flags): one specialisation serves both; pass 3 takes want_flags at run time."""
     n = xs.size
     nb = (n + BLOCK - 1) // BLOCK
     left = np.zeros(nb, np.int64)
@@ -793,17 +794,28 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
         _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, nprobe, nb)
     # dense: the first later pass does every block after the probe
     upto = nprobe if dense else nb
+    # 'every' reaches the later passes as a run-time boolean, not a literal (dense, or
+    # marked_only: False), and so does want_flags for pass 3, which runs on few elements (and
+    # the extra flag work there costs nothing measurable): Numba compiles a function once per
+    # literal value of an argument, and these passes are most of the conversion's compile time
+    # (the first sf.round of a process, every CI run: 66 -> 42 s for one fp16 rne call).
+    # Pass 2 keeps want_flags a literal: without flags it is the hot pass of the directed
+    # modes below 2^emin, where computing the flag bits costs ~30% (fp16 rtz, 4M subnormal
+    # results: 2.3 vs 3.0 ms).
+    marked_only = nb < 0
+    flags_rt = want_flags | marked_only
     # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
     ext = (not want_flags) and k.lean_lo == 0
     if ext:
         if dense:
-            _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, True, nprobe, nb)
-        _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, False, b_first, upto)
+            _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, dense, nprobe, nb)
+        _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, marked_only, b_first, upto)
         upto = nb
     elif dense:
-        _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, True, nprobe, nb)
-    _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, upto)
-    _settle_pass3(k, xs, os, base, counts, c, is_sr, want_flags, left, False, b_first, nb)
+        _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, dense, nprobe, nb)
+    _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, marked_only, b_first,
+                  upto)
+    _settle_pass3(k, xs, os, base, counts, c, is_sr, flags_rt, left, marked_only, b_first, nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK
