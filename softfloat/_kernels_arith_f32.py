@@ -5,10 +5,10 @@ round_value); tests/test_arith_fast.py compares them on every data class, mode a
 
 The kernels run on the one chunked driver (softfloat._driver: fixed chunks, one row of flag
 counts each, stochastic-rounding bits of element i from (key, base + i), one thread for small
-arrays); results never depend on the thread count.  Each operation has its own record class
-(ArithAdd ... ArithFma), whose operation code the chunk function reads at compile time, so that
-Numba compiles an operation's loops at its first use with the other operations' branches folded
-away.  Each chunk goes through two steps:
+arrays); results never depend on the thread count.  Each (operation, route) pair has its own
+record class (ArithAddA, ArithAddB ... ArithFmaB) and chunk function, whose operation code and
+route are compile-time constants, so that Numba compiles one pair's loops at its first use with
+the other branches folded away.  Each chunk goes through two steps:
 
 1. A branch-free loop computes a proxy of every exact result that rounds like it (Boldo &
    Melquiond's round-to-odd argument, softfloat._arith_f32) into a buffer, with a uint8 kind
@@ -34,8 +34,7 @@ Imports numpy, numba and softfloat's kernel modules only.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
+from numba import njit
 
 from . import _kernels_round_vec as RV
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
@@ -113,29 +112,6 @@ def _round_b(kv, vbuf, os, base, c, counts):
         RV._chunk_passes(kv, vbuf, os, base, counts, c, False, False)
 
 
-def _proxies_rounded(op, k, xs, ys, zs, os, marks, base, c, counts):
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(_proxies_rounded, prefer_literal=True, inline="always")
-def _proxies_rounded_impl(op, k, xs, ys, zs, os, marks, base, c, counts):
-    """Steps 1 and 2 for one chunk; returns whether any element is marked.  The route is the
-    record's lane width (chosen in Python by ``run``), fixed at compile time.  prefer_literal:
-    the operation code stays a literal in the loops (else typed int64, every loop would test
-    it per element)."""
-    if k.types[k.fields.index("lane1")] == types.uint32:
-        lean, rounding, buf_dtype = _lean_a, _round_a, np.uint32     # route A: RO24 patterns
-    else:
-        lean, rounding, buf_dtype = _lean_b, _round_b, np.uint64     # route B: RO53 patterns
-
-    def impl(op, k, xs, ys, zs, os, marks, base, c, counts):
-        buf = np.empty(xs.size, buf_dtype)
-        anymark = lean(op, xs, ys, zs, buf, marks, k.mode == RDN)
-        rounding(RV.RoundVec(*k), buf, os, base, c, counts)
-        return anymark
-    return impl
-
-
 # ----- marked elements -------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy")
 def _specials(xs, ys, os, marks, nan_invalid, dbzp, dbzn, want_flags, counts, c):
@@ -179,9 +155,9 @@ def _scalar_fill(op, xs, ys, zs, os, marks, fp, mode, rbits, key, base, want_fla
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
-    """Elements [lo, hi) of one operation (op a compile-time constant: each op has its own
-    loops); a step-0 operand is expanded."""
+def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
+    """Elements [lo, hi) of one operation; op and route_a are constants (each (operation,
+    route) pair has its own loops, the other branches pruned); a step-0 operand is expanded."""
     n = hi - lo
     xs = a[lo:hi] if sa == 1 else np.full(n, a[0])
     ys = b[lo:hi] if sb == 1 else np.full(n, b[0])
@@ -189,7 +165,16 @@ def _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     os = ob[lo:hi]
     base = k.base + lo
     marks = np.empty(n, np.uint8)
-    if _proxies_rounded(op, k, xs, ys, zs, os, marks, base, c, counts):
+    # steps 1 and 2
+    if route_a:
+        buf = np.empty(n, np.uint32)
+        anymark = _lean_a(op, xs, ys, zs, buf, marks, k.mode == RDN)
+        _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
+    else:
+        vbuf = np.empty(n, np.uint64)
+        anymark = _lean_b(op, xs, ys, zs, vbuf, marks, k.mode == RDN)
+        _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts)
+    if anymark:
         fp = format_params_of(k)
         dbzp = np.float32(_divbyzero_result(False, fp)[0]).view(np.uint32)
         dbzn = np.float32(_divbyzero_result(True, fp)[0]).view(np.uint32)
@@ -198,46 +183,35 @@ def _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
                          k.want_flags, counts, c)
 
 
-# One record class per operation, all with the chunk function _arith_chunk, which reads the
-# class's operation code at compile time: Numba compiles one set of loops per operation, with
-# the other operations' branches folded away.  _op_of_record, _op_chunk and _proxies_rounded
-# are inlined into _arith_chunk (Numba IR inlining): Numba links a called function's whole
-# module into its caller and optimises and generates code for it again, so each of these levels
-# cost as much compile time as the rounding passes below it (~20 s per level over the test
-# suite); inlined, _arith_chunk is the one compiled unit above _lean_a / _round_a / _round_b.
+# One record class per (operation, route), each with its own chunk function: a closure whose
+# constants op and route_a reach _op_chunk (inlined into it: Numba IR inlining, no compiled
+# unit of its own) as literals, so that Numba compiles one set of loops per pair with the other
+# branches pruned.  The closures hold plain ints and booleans only: Numba keys a cached closure
+# by the pickled values of its cells, which are the same in every process for these (a
+# dispatcher in a cell would not be).  One compiled unit between the driver and the loops
+# (_lean_a / _lean_b, _round_a / _round_b, _specials, _scalar_fill): Numba links a called
+# function's whole module into its caller and optimises and generates code for it again, so
+# every level of wrappers there cost as much compile time as the rounding passes below it.
 
-def _op_of_record(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(_op_of_record, inline="always")
-def _op_of_record_impl(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
-    op = k.instance_class.op       # a constant of the closure: typed as a literal
-
-    def impl(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
-        _op_chunk(op, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts)
-    return impl
-
-
-@njit(cache=True)
-def _arith_chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
-    _op_of_record(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts)
-
-
-def _arith_record(name, op):
-    cls = record(name, RV.RoundVec.static_fields, _arith_chunk, __name__,
+def _arith_record(name, op, route_a):
+    def chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
+        _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts)
+    chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
+    cls = record(name, RV.RoundVec.static_fields,
+                 njit(cache=True, error_model="numpy")(chunk), __name__,
                  dynamic=zip(("key", "base", "want_flags"), RV.RoundVec.dynamic_types))
     cls.op = op
     return cls
 
 
-# The record class of each operation: ArithAdd, ArithSub, ArithMul, ArithDiv, ArithSqrt,
-# ArithFma, each bound to its module-level name here (Numba's cache refers to a record class by
-# module and name).
+# The record class of each (operation, route): ArithAddA, ArithAddB, ... ArithFmaB, each bound
+# to its module-level name here (Numba's cache refers to a record class by module and name).
 _RECORDS = {}
 for _name, _op in (("ArithAdd", ADD), ("ArithSub", SUB), ("ArithMul", MUL), ("ArithDiv", DIV),
                    ("ArithSqrt", SQRT), ("ArithFma", FMA)):
-    _RECORDS[_op] = globals()[_name] = _arith_record(_name, _op)
+    for _route, _suffix in ((True, "A"), (False, "B")):
+        _RECORDS[_op, _route] = globals()[_name + _suffix] = _arith_record(_name + _suffix, _op,
+                                                                           _route)
 
 
 # ----- Python entry ------------------------------------------------------------------------------
@@ -250,8 +224,9 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
     """out = round(a (op) b [, c]) for float32 operand arrays and a float32 carrier ``out``
     (steps sa, sb, sc in {0, 1}); op one of ADD, SUB, MUL, DIV, SQRT, FMA (float32 products are
     exact).  Same results and flag counts as the scalar ops."""
-    lane = np.uint32 if route_a(fmt, mode) else np.uint64
-    launch(RV.vec_static(_RECORDS[op], fmt, int(mode), int(rbits), lane),
+    ra = route_a(fmt, mode)
+    launch(RV.vec_static(_RECORDS[op, ra], fmt, int(mode), int(rbits),
+                         np.uint32 if ra else np.uint64),
            (np.uint64(key), int(base), bool(want_flags)),
            out.size, a, sa, b, sb, c, sc, out.view(np.uint32), counts)
 
