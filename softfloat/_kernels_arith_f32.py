@@ -197,11 +197,9 @@ def _arith_record(name, op, route_a):
     def chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
         _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts)
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
-    cls = record(name, RV.RoundVec.static_fields,
-                 njit(cache=True, error_model="numpy")(chunk), __name__,
-                 dynamic=zip(("key", "base", "want_flags"), RV.RoundVec.dynamic_types))
-    cls.op = op
-    return cls
+    return record(name, RV.RoundVec.static_fields,
+                  njit(cache=True, error_model="numpy")(chunk), __name__,
+                  dynamic=zip(("key", "base", "want_flags"), RV.RoundVec.dynamic_types))
 
 
 # The record class of each (operation, route): ArithAddA, ArithAddB, ... ArithFmaB, each bound
