@@ -14,6 +14,7 @@ softfloat._kernels_round_vec are written with them.
                                            compare), the unsigned ones on uint32
     vsel(c, a, b)                          a if c else b, one select
     vmin vmax                              unsigned min / max
+    vmerge(c, a, b, ones, zero)            a if c else b, without a masked store (see there)
     vcount(n, c)                           n + 1 if c else n, n a uint32 counter (32-bit lanes
                                            whatever the kernel's lane width: a 64-bit counter
                                            would take a register of 64-bit lanes)
@@ -42,8 +43,8 @@ from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32
 from ._primitives import U64_0, U64_1
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
-           "veq", "vne", "vslt", "vsgt", "vsge", "vsel", "vmin", "vmax", "vcount", "vfbits",
-           "vtop", "vmagic"]
+           "veq", "vne", "vslt", "vsgt", "vsge", "vsel", "vmerge", "vmin", "vmax", "vcount",
+           "vfbits", "vtop", "vmagic"]
 
 # 2^52 as a float64 and its pattern: (2^52 + q) - 2^52 = q exactly for q < 2^52, and the
 # pattern of 2^52 + q is 0x4330000000000000 + q (q fills the fraction).
@@ -108,6 +109,18 @@ def _vsel_impl(c, a, b):
 
 _U32_1 = np.uint32(1)
 _U32_0 = np.uint32(0)
+
+
+@njit(cache=True, inline="always")
+def vmerge(c, a, b, ones, zero):
+    """a if c else b, for storing over b's own element: (a & m) | (b & n) with the masks
+    m = ones if c else zero and n its complement, from the run-time values ``ones`` and ``zero``
+    (all bits set / none, of the lane type: fields of a kernel record, not constants).  A
+    store of vsel(c, a, x[i]) into x[i] is turned by LLVM into a masked store (vpmaskmovd on
+    AVX2, slow on AMD cores: the conversion's Inf/NaN pass took 1% NaN/Inf data from 0.61 to
+    0.97 ns per element in all); masks that the compiler cannot see are all ones or zero
+    keep it a plain store (and cost an extra load and two logic operations)."""
+    return vor(vand(a, vsel(c, ones, zero)), vand(b, vsel(c, zero, ones)))
 
 
 @njit(cache=True, inline="always")

@@ -64,7 +64,7 @@ def edge_values(fmt, rng, dtype):
 
 def data(fmt, rng, dtype):
     """Issue #13's data classes, the edge values alone (dense) and sprinkled over N(0,1)
-    (sparse: pass 1 and the later passes on the same chunk)."""
+    (sparse: pass 1 and the later passes on the same chunk), and N(0,1) with 1% Inf/NaN."""
     n = 3000
     g = rng.standard_normal(n)
     out = dict(normal=g, gradient=g * np.exp2(rng.uniform(-30, 8, n)),
@@ -78,6 +78,13 @@ def data(fmt, rng, dtype):
     pos = rng.choice(sparse.size, min(e.size, 40), replace=False)
     sparse[pos] = e[:pos.size]
     out["sparse"] = sparse
+    # N(0,1) with 1% Inf / NaN (payloads, both signs): blocks whose only marks are these,
+    # settled by the Inf/NaN pass after pass 1 (no flags) instead of a later pass
+    naninf = rng.standard_normal(20 * 256).astype(dtype)
+    pos = rng.choice(naninf.size, naninf.size // 100, replace=False)
+    spec = e[~np.isfinite(e)]                  # +-Inf and the four NaN patterns
+    naninf[pos] = spec[np.arange(pos.size) % spec.size]
+    out["naninf"] = naninf
     return out
 
 
