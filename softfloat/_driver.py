@@ -60,6 +60,9 @@ Imports numpy, numba and softfloat._threads only.
 from __future__ import annotations
 
 import collections
+import copyreg
+import functools
+import importlib
 
 import numpy as np
 from numba import njit, prange
@@ -148,15 +151,51 @@ def _params(cls, *values) -> np.ndarray:
     return arr
 
 
+class RecordClass(type):
+    """The metaclass of the record classes, so that they pickle through ``_record_class``
+    (registered with copyreg) rather than as plain classes.
+
+    Numba's cache index of a chunk function holds its signatures, in which the record class
+    appears (the type of the chunk function's first argument), pickled by module and name;
+    Numba unpickles the whole index before it compares the source file's stamp.  A plain
+    class that a newer version of the module renamed or removed would make that unpickling
+    fail (``AttributeError: Can't get attribute``) and the kernel call with it, on every
+    machine whose cache predates the change.  ``_record_class`` returns a placeholder class
+    instead: the index then loads, its stamp differs from the edited source's, and Numba
+    discards it and compiles afresh (tests/test_driver.py checks both steps)."""
+
+
+def _record_class(module: str, name: str):
+    """The record class ``name`` of ``module`` (unpickling), or a placeholder class where the
+    module no longer defines one by that name (see RecordClass)."""
+    try:
+        cls = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        cls = None
+    return cls if isinstance(cls, RecordClass) else _stale_record(module, name)
+
+
+@functools.lru_cache(maxsize=None)
+def _stale_record(module: str, name: str):
+    """A placeholder for a record class that no longer exists: a distinct class (one per
+    name) that no current signature names, so nothing cached under it is ever used."""
+    return type(f"Stale_{name}", (tuple,), {"__slots__": (), "__module__": __name__})
+
+
+copyreg.pickle(RecordClass, lambda cls: (_record_class, (cls.__module__, cls.__name__)))
+
+
 def record(name: str, fields, chunk, module: str, dynamic=()):
     """A flat kernel record class: a named tuple of the static ``fields`` and then the
     ``dynamic`` ones (``(name, numpy scalar type)`` pairs), whose chunk function is ``chunk``;
     assign it to the module-level name ``name`` of ``module`` (Numba's cache refers to the
-    class by its module and name).  ``Cls.params(*values)`` makes the static part that
-    ``launch`` takes; the per-call values go in launch's ``dynamic`` tuple, in order."""
+    class by its module and name, see RecordClass).  ``Cls.params(*values)`` makes the static
+    part that ``launch`` takes; the per-call values go in launch's ``dynamic`` tuple, in
+    order."""
     dynamic = tuple(dynamic)
-    cls = collections.namedtuple(name, tuple(fields) + tuple(f for f, _ in dynamic),
-                                 module=module)
+    base = collections.namedtuple(name, tuple(fields) + tuple(f for f, _ in dynamic),
+                                  module=module)
+    cls = RecordClass(name, (base,), {"__slots__": (), "__module__": module})
     cls.chunk = chunk
     cls.static_fields = tuple(fields)
     cls.dynamic_types = tuple(np.dtype(t).type for _, t in dynamic)

@@ -1,6 +1,13 @@
 """softfloat._driver: the kernel record's two parts (a cached structured array of the static
 fields, a tuple of the per-call ones), the chunk layout, and the errors on misuse."""
 
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numba
 import numpy as np
 import pytest
 from numba import njit
@@ -90,3 +97,58 @@ def test_a_launch_with_the_wrong_number_of_dynamic_values_is_refused():
     with pytest.raises(Exception, match="Probe: launch takes 3 dynamic values, got 2"):
         launch(Probe.params(np.uint64(0), 0.0, False), (np.uint64(0), 0), 2, out,
                flag_table(2, 2))
+
+
+_CACHED_MODULE = '''
+import numpy as np
+from numba import njit
+
+from softfloat._driver import launch, record
+
+
+@njit(cache=True)
+def _add_chunk(k, lo, hi, c, x):
+    for i in range(lo, hi):
+        x[i] += k.step
+
+
+{name} = record("{name}", ("step",), _add_chunk, __name__)
+x = np.zeros(5)
+launch({name}.params(1.5), (), x.size, x)
+print(x.sum())
+'''
+
+
+def test_a_cache_written_with_a_record_class_since_renamed_is_discarded(tmp_path):
+    """A Numba cache index names the record class of its chunk function's signatures; after
+    the module renames the class (an upgrade), loading that index must neither fail (plain
+    pickling: AttributeError, can't get attribute) nor serve the old code: the placeholder
+    class lets it load, then the source stamp discards it and the function compiles again
+    (its new result shows it)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(root)]))
+    mod = tmp_path / "recmod.py"
+
+    def run(src, mtime):
+        mod.write_text(src)
+        os.utime(mod, (mtime, mtime))              # a distinct source stamp per version
+        proc = subprocess.run([sys.executable, "-c", "import recmod"], env=env, cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.split()
+
+    assert run(_CACHED_MODULE.format(name="OldRecord"), 1e9) == ["7.5"]
+    assert any(p.suffix == ".nbi" for p in (tmp_path / "cache").rglob("*"))
+    renamed = _CACHED_MODULE.format(name="NewRecord").replace("+= k.step", "+= 2 * k.step")
+    assert run(renamed, 2e9) == ["15.0"]
+
+
+def test_record_classes_pickle_by_name_and_a_removed_one_to_a_placeholder():
+    assert pickle.loads(pickle.dumps(Probe)) is Probe
+    t = numba.typeof(Probe(*([np.uint64(1)] * len(Probe._fields))))
+    assert pickle.loads(pickle.dumps(t)) == t
+    stale = _driver._record_class(__name__, "NoSuchRecord")
+    assert stale is _driver._record_class(__name__, "NoSuchRecord")
+    assert stale is not Probe and stale.__name__ == "Stale_NoSuchRecord"
+    assert _driver._record_class("no_such_module_here", "Probe").__name__ == "Stale_Probe"
