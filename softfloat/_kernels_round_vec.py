@@ -389,6 +389,15 @@ def _lean(b, U, P, is_sr, os):
 
 
 @njit(cache=True, inline="always")
+def _nan_of(a, sgn, P):
+    """The result pattern of a NaN input of magnitude pattern a and sign bit sgn: round_value's
+    rule, the sign kept in signed formats, the quiet bit set and the top payload bits kept in
+    ieee formats (nan_keep = the bits above d); in the others the carrier's quiet NaN (nan_or)
+    with the sign."""
+    return vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+
+
+@njit(cache=True, inline="always")
 def _lean_ext(b, U, P, is_sr):
     """Pass 1x (only when flags are not counted): (pattern, special) as pass 1, plus Inf and
     NaN by selects (their per-call results), and below 2^emin rounded too where P allows it
@@ -406,7 +415,7 @@ def _lean_ext(b, U, P, is_sr):
         slow = False
     out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn))
     out = vsel(veq(a, P.inf), vsel(neg, P.inf_neg, P.inf_pos), out)
-    nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+    nan = _nan_of(a, sgn, P)
     out = vsel(vgt(a, P.inf), nan, out)
     special = vlt(a, P.lean_lo) | negbad | slow
     return vsel(special, P.slow, out), special
@@ -500,7 +509,7 @@ def _finish(a, sgn, neg, ru, inexu, rg, inexg, P):
     out = vsel(isinf, vsel(neg, P.inf_neg, P.inf_pos), out)
     fl = vsel(isinf, vsel(neg, P.inf_fl_neg, P.inf_fl_pos), fl)
     isnan = vgt(a, P.inf)
-    nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+    nan = _nan_of(a, sgn, P)
     out = vsel(isnan, nan, out)
     fl = vsel(isnan, P.nan_fl, fl)
     below = not (isnan | isinf | iszero | negbad | big)
@@ -728,7 +737,7 @@ def _special_pass(k, xs, os, left, b0, b1):
                 a = vand(x, P.abs_)
                 sgn = vxor(x, a)
                 neg = vne(sgn, P.lane0)
-                nan = vor(vand(sgn, P.sgn_keep), vor(vand(vor(a, P.quiet), P.nan_keep), P.nan_or))
+                nan = _nan_of(a, sgn, P)
                 spec = vsel(veq(a, P.inf), vsel(neg, P.inf_neg, P.inf_pos), nan)
                 fix = vsge(a, P.inf) & veq(vand(sgn, P.neg_special), P.lane0)
                 osb[j] = vmerge(fix, to_out(spec, osb), osb[j], ones, nil)
