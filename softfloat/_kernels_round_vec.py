@@ -716,11 +716,13 @@ def _special_pass(k, xs, os, left, b0, b1):
     block to a later pass, where stochastic rounding would draw every element's random bits
     again; left[b] drops by the elements settled.  Returns how many blocks still hold marks.
     A pass of its own, called once per chunk: in pass 1's block loop (inlined, or called per
-    block) it cost pass 1 10-20% on N(0,1) data (AVX-512: more live registers, so LLVM
+    block) it cost pass 1 10-30% on N(0,1) data (AVX-512: more live registers, so LLVM
     interleaved the hot loop 2 vectors deep instead of 4, or reloaded its constants).  The
-    store is a vmerge: with vsel LLVM makes it a masked store, slow on AVX2 (AMD): fp16 rne
-    on 1% NaN/Inf data took 0.98 ns per element against 0.61 without this pass (one thread,
-    2^18 elements), 1.44 ms against 1.31 ms with the vmerge (4M, two threads)."""
+    store is a vmerge: with vsel LLVM makes it a masked store, slow on AVX2 (AMD).  Measured
+    on fp16 rne, 1% NaN/Inf data, AVX2 path, before RNE with pass 1x was excluded: 0.96-0.98
+    ns per element with the masked store against 0.61 without this pass (one thread, 2^18
+    elements); with the vmerge 1.44 ms against 1.31 ms (4M, two threads), still slower, hence
+    the exclusion (see _chunk_passes)."""
     P = k
     n = xs.size
     ones = out_of(P.ones, os)
