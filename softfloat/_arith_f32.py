@@ -79,15 +79,6 @@ def _sum_ro(x, y, rdn):
 @njit(cache=True, inline="always")
 def value64(op, x, y, z, rdn):
     """(RO53 of the exact result, kind) for float64 x, y, z holding float32 values (z: fma)."""
-    v, fast, slow = value64_parts(op, x, y, z, rdn)
-    return v, (OK if fast else slow)
-
-
-@njit(cache=True, inline="always")
-def value64_parts(op, x, y, z, rdn):
-    """(v, fast, slow): v = RO53 of the exact result for float64 x, y, z holding float32 values
-    (z: fma); the element's kind is OK where fast, else slow (which may be OK too).  fast is the
-    cheap common-case test: a loop that needs only v where fast holds skips slow's selects."""
     nan_op = np.isnan(x) | np.isnan(y)
     dbz = False
     if op == ADD or op == SUB:
@@ -117,9 +108,8 @@ def value64_parts(op, x, y, z, rdn):
     else:
         v = _sum_ro(x * y, z, rdn)    # x * y exact as for MUL
         nan_op = nan_op | np.isnan(z)
-    fast = not (np.isnan(v) | dbz)
-    slow = (NAN if nan_op else INVALID_OP) if np.isnan(v) else (DIV_BY_ZERO if dbz else OK)
-    return v, fast, slow
+    kind = (NAN if nan_op else INVALID_OP) if np.isnan(v) else (DIV_BY_ZERO if dbz else OK)
+    return v, kind
 
 
 @njit(cache=True, inline="always")
@@ -153,14 +143,6 @@ def _fold32(hb, t):
 def lean32(op, a, b, c, rdn):
     """(pattern, kind) for float32 operands: RO24 of the exact result (kind OK), or the kind of
     an element the float32 arithmetic does not settle (pattern then meaningless)."""
-    v, fast, slow = lean32_parts(op, a, b, c, rdn)
-    return v, (OK if fast else slow)
-
-
-@njit(cache=True, inline="always")
-def lean32_parts(op, a, b, c, rdn):
-    """(pattern, fast, slow): lean32's pattern, and its kind split as in value64_parts: OK where
-    fast (the one range test of the common case), else slow."""
     nan_op = np.isnan(a) | np.isnan(b)
     fin_op = np.isfinite(a) & np.isfinite(b)
     if op == ADD or op == SUB:
@@ -176,9 +158,9 @@ def lean32_parts(op, a, b, c, rdn):
                        F32_SIGN)
             v = zr if s == _F32_0 else v
         sm = and32(sb, F32_ABS)
-        fast = lt32(sm, _P_2P127)
-        slow = (NAN if nan_op else INVALID_OP) if np.isnan(s) else (
-            SCALAR if (fin_op | lt32(sm, F32_INF)) else OK)
+        kind = OK if lt32(sm, _P_2P127) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(s) else
+            (SCALAR if (fin_op | lt32(sm, F32_INF)) else OK))
     elif op == MUL:
         # e = a b - p exactly (fma) when p = RN(a b) is at least 2^-100: then a b > 2^-101 and
         # the product's ulps, 2^(k_a + k_b) (k: the exponent of an operand's last bit), satisfy
@@ -191,8 +173,9 @@ def lean32_parts(op, a, b, c, rdn):
         v = _fold32(pb, e)
         zero_op = (a == _F32_0) | (b == _F32_0)
         exact0 = zero_op & (p == _F32_0)
-        fast = lt32(sub32(pm, _P_2M100), _W_2M100) | exact0
-        slow = (NAN if nan_op else INVALID_OP) if np.isnan(p) else (SCALAR if fin_op else OK)
+        kind = OK if (lt32(sub32(pm, _P_2M100), _W_2M100) | exact0) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(p) else
+            (SCALAR if fin_op else OK))
     elif op == DIV:
         # r = a - q b exactly (fma) when q = RN(a/b) is normal and |a| >= 2^-100.  With e_x the
         # exponent of x: q b is a multiple of g = ulp(q) ulp(b); so is a (normal b: e_q + e_b <=
@@ -212,10 +195,10 @@ def lean32_parts(op, a, b, c, rdn):
         a_inf = np.isinf(a)
         # q = +-0 exactly for 0 / b and a / inf; q = +-inf exactly for inf / b.
         exact0 = (q == _F32_0) & ((a == _F32_0) | np.isinf(b))
-        fast = norm | exact0
-        slow = (NAN if nan_op else INVALID_OP) if np.isnan(q) else (
-            OK if (np.isinf(q) & a_inf) else
-            (DIV_BY_ZERO if ((b == _F32_0) & np.isfinite(a)) else SCALAR))
+        kind = OK if (norm | exact0) else (
+            (NAN if nan_op else INVALID_OP) if np.isnan(q) else
+            (OK if (np.isinf(q) & a_inf) else
+             (DIV_BY_ZERO if ((b == _F32_0) & np.isfinite(a)) else SCALAR)))
     elif op == SQRT:
         # r = a - s^2 exactly (fma) when a >= 2^-100: a multiple of ulp(s)^2 >= 2^-146, below
         # 2^24 ulp(s)^2 in magnitude (see value64).  sqrt(+-0) = +-0, sqrt(+inf) = +inf exact.
@@ -225,12 +208,11 @@ def lean32_parts(op, a, b, c, rdn):
         norm = lt32(sub32(ab, _P_2M100), _W_2M100)
         v = _fold32(np.float32(s).view(np.uint32), r) if norm else \
             np.float32(s).view(np.uint32)
-        fast = norm | (and32(ab, F32_ABS) == _U32_0) | (ab == F32_INF)
-        slow = (NAN if np.isnan(a) else INVALID_OP) if np.isnan(s) else SCALAR
+        kind = OK if (norm | (and32(ab, F32_ABS) == _U32_0) | (ab == F32_INF)) else (
+            (NAN if np.isnan(a) else INVALID_OP) if np.isnan(s) else SCALAR)
     else:
         # fma: the float64 route (a b is exact in float64, float32 arithmetic has no room).
         vv, kind = value64(FMA, np.float64(a), np.float64(b), np.float64(c), rdn)
         v, ovf = ro_grid32(vv)
-        fast = (kind == OK) & (not ovf)
-        slow = SCALAR if kind == OK else kind
-    return v, fast, slow
+        kind = SCALAR if (ovf & (kind == OK)) else kind
+    return v, kind

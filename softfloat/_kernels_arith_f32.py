@@ -38,8 +38,7 @@ from numba import njit
 
 from . import _kernels_round_vec as RV
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
-from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, lean32_parts,
-                         value64, value64_parts)
+from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
 from ._driver import add_flag_counts, launch, record
 from ._lanes import vcount
 from ._primitives import F32_QNAN, F32_SIGN, U64_0
@@ -56,38 +55,13 @@ _U32_0 = np.uint32(0)
 # loops stay branch-free (the kinds deal with those elements).
 
 # ----- the proxies --------------------------------------------------------------------------------
-# The proxy loops.  A chunk is read in sub-blocks (the first of _PROBE elements, then _SUB) by a
-# loop that writes the proxies and only tests the common case (the one range test "fast" of
-# lean32_parts / value64_parts: no kinds, no marks).  At the first sub-block holding an element
-# that fails it, the full loop (kinds, marks, +0 proxies for the marked) takes over from that
-# sub-block to the end of the chunk, and the marks before it are set to OK.  Data with NaN,
-# Inf or overflow throughout (every sub-block suspect) so pay one extra _PROBE-element loop per
-# chunk; data without, no kinds at all.  Measured (AVX-512, one thread, 2^18 elements of fp16
-# values of N(0,1)): the full loop costs 0.47-0.51 ns per element, the fast one 0.25; sf.mul
-# 0.81 -> 0.71 ns per element, sf.add 0.76 -> 0.62.  Sub-blocks of 128 elements were slower
-# (1.03 ns for sf.mul: each inner loop's set-up), 2048 and the whole chunk about equal; the
-# loops take slices, as loops over range(lo, hi) of the whole arrays did not vectorise (3.4 ns).
-_SUB = 2048
-_PROBE = 512
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _fast_a(op, xs, ys, zs, buf, rdn):
-    """buf = the RO24 patterns; returns whether an element fails the fast test."""
-    suspect = False
-    for j in range(xs.size):
-        v, fast, _ = lean32_parts(op, xs[j], ys[j], zs[j], rdn)
-        buf[j] = v
-        suspect |= not fast
-    return suspect
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _full_a(op, xs, ys, zs, buf, marks, rdn):
-    """buf = the RO24 patterns (+0 where marked), marks = the kinds; returns
-    whether any element is marked (a boolean: a 64-bit counter would halve the SIMD width)."""
+@njit(cache=True, error_model="numpy")
+def _lean_a(op, xs, ys, zs, buf, marks, rdn):
+    """buf[j] = RO24 pattern of element j's exact result (+0 where marked), marks[j] = its kind;
+    returns whether any element is marked (a boolean: a 64-bit counter would halve the SIMD
+    width of the loop)."""
     anymark = False
-    for j in range(xs.size):
+    for j in range(buf.size):
         v, kind = lean32(op, xs[j], ys[j], zs[j], rdn)
         ok = kind == OK
         buf[j] = v if ok else _U32_0
@@ -96,63 +70,20 @@ def _full_a(op, xs, ys, zs, buf, marks, rdn):
     return anymark
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _lean_a(op, xs, ys, zs, buf, marks, rdn):
-    """buf[j] = RO24 pattern of element j's exact result (+0 where marked); returns whether any
-    element is marked, and then marks[j] holds every element's kind (otherwise marks is not
-    written)."""
-    n = buf.size
-    lo = 0
-    while lo < n:
-        hi = min(n, lo + (_PROBE if lo == 0 else _SUB))
-        if _fast_a(op, xs[lo:hi], ys[lo:hi], zs[lo:hi], buf[lo:hi], rdn):
-            marks[:lo] = OK
-            return _full_a(op, xs[lo:], ys[lo:], zs[lo:], buf[lo:], marks[lo:], rdn)
-        lo = hi
-    return False
 
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _fast_b(op, xs, ys, zs, vbuf, rdn):
-    """vbuf = the RO53 float64 patterns; returns whether an element fails the fast
-    test."""
-    suspect = False
-    for j in range(xs.size):
-        v, fast, _ = value64_parts(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]),
-                                   rdn)
-        vbuf[j] = np.float64(v).view(np.uint64)
-        suspect |= not fast
-    return suspect
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _full_b(op, xs, ys, zs, vbuf, marks, rdn):
-    """vbuf = the RO53 float64 patterns (+0 where marked), marks = the kinds
-    (never SCALAR: value64 is exact for every float32 operand); returns whether any element is
-    marked."""
+@njit(cache=True, error_model="numpy")
+def _lean_b(op, xs, ys, zs, vbuf, marks, rdn):
+    """vbuf[j] = float64 pattern of RO53 of element j's exact result (+0 where marked),
+    marks[j] = its kind (never SCALAR: value64 is exact for every float32 operand); returns
+    whether any element is marked."""
     anymark = False
-    for j in range(xs.size):
+    for j in range(vbuf.size):
         v, kind = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
         ok = kind == OK
         vbuf[j] = np.float64(v if ok else 0.0).view(np.uint64)
         marks[j] = kind
         anymark |= not ok
     return anymark
-
-
-@njit(cache=True, error_model="numpy", inline="always")
-def _lean_b(op, xs, ys, zs, vbuf, marks, rdn):
-    """Route B's _lean_a: vbuf[j] = float64 pattern of RO53 of element j's exact result (+0
-    where marked); returns whether any element is marked, and then marks holds the kinds."""
-    n = vbuf.size
-    lo = 0
-    while lo < n:
-        hi = min(n, lo + (_PROBE if lo == 0 else _SUB))
-        if _fast_b(op, xs[lo:hi], ys[lo:hi], zs[lo:hi], vbuf[lo:hi], rdn):
-            marks[:lo] = OK
-            return _full_b(op, xs[lo:], ys[lo:], zs[lo:], vbuf[lo:], marks[lo:], rdn)
-        lo = hi
-    return False
 
 
 # ----- the rounding of the proxies: sf.round's vectorised kernel -------------------------------

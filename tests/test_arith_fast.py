@@ -158,20 +158,19 @@ def test_broadcast_operands_and_serial_parallel_drivers(mode):
         assert same(got, want).all()
 
 
-# Offsets of one marked element in a chunk: the first element, both sides of the end of the
-# first sub-block the proxy loops probe (_PROBE) and of the next (_SUB), a later one, the last.
-_LONE = (0, KV._PROBE - 1, KV._PROBE, KV._PROBE + KV._SUB - 1, KV._PROBE + KV._SUB,
-         KV._PROBE + 3 * KV._SUB + 7, CHUNK - 1)
+# Offsets of one marked element in a chunk: the first element, both sides of 512 and 2560 (sub-block
+# sizes a classifying loop might use), a later one, the last.
+_LONE = (0, 511, 512, 2559, 2560, 7175, CHUNK - 1)
 
 
 @pytest.mark.parametrize("special", ["nan", "invalid", "divbyzero", "f32-overflow", "tiny"])
 def test_a_lone_marked_element_anywhere_in_a_chunk(special):
-    """The proxy loops test only the common case until an element fails it, then classify the
-    rest of the chunk: one NaN operand, invalid operation, x / 0, float32 overflow (left to the
-    scalar op) or product below 2^-100 at each offset of _LONE (one per chunk, a chunk without
-    any, and one chunk with two), for every operation in a deterministic mode (route A), stochastic
-    rounding (route B) and a directed mode with flags.  Each call follows one on data marked
-    throughout, so that stale kinds in reused buffers would show."""
+    """One marked element in an otherwise clean chunk: a NaN operand, an invalid operation,
+    x / 0, float32 overflow (left to the scalar op) or a product below 2^-100 at each offset of
+    _LONE (one per chunk, a chunk without any, one chunk with two), for every operation in a
+    deterministic mode (route A), stochastic rounding (route B) and a directed mode with flags.
+    Each call follows one on data marked throughout, so that stale kinds in reused buffers would
+    show."""
     fmt = sf.get_format("fp16")
     rng = np.random.default_rng(21)
     n = (len(_LONE) + 2) * CHUNK
@@ -179,7 +178,7 @@ def test_a_lone_marked_element_anywhere_in_a_chunk(special):
     x, y = {"nan": (np.nan, 1.5), "invalid": (np.inf, 0.0), "divbyzero": (3.0, 0.0),
             "f32-overflow": (2.0 ** 100, 2.0 ** 100), "tiny": (2.0 ** -70, 2.0 ** -70)}[special]
     where = [i * CHUNK + off for i, off in enumerate(_LONE)]
-    where += [(len(_LONE) + 1) * CHUNK + off for off in (KV._PROBE + 5, CHUNK - 2)]
+    where += [(len(_LONE) + 1) * CHUNK + off for off in (517, CHUNK - 2)]
     noisy = [np.where(rng.random(n) < 0.3, np.float32(np.inf), a) for a in base]
     for op in OPS:
         args = [a.copy() for a in base]
