@@ -262,7 +262,7 @@ def test_scheduler_failed_and_diverged_runs(client, tmp_path, capsys):
 
 
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(client, tmp_path):
-    spec = {"name": "long", "base": {**BASE, "budget": {"steps": 1000, "eval_every": 50,
+    spec = {"name": "long", "base": {**BASE, "budget": {"steps": 150, "eval_every": 50,
                                                         "eval_batches": 1},
                                      "checkpoint": {"every": 5}},
             "grid": {"seed": [0, 1, 2]}}
