@@ -158,8 +158,8 @@ def test_broadcast_operands_and_serial_parallel_drivers(mode):
         assert same(got, want).all()
 
 
-# Offsets of one marked element in a chunk: the first element, both sides of 512 and 2560 (sub-block
-# sizes a classifying loop might use), a later one, the last.
+# Offsets of one marked element in a chunk: the first, both sides of 512 and of 2560, one further
+# on, the last (a loop that reads a chunk in pieces must not lose a lone mark at any of them).
 _LONE = (0, 511, 512, 2559, 2560, 7175, CHUNK - 1)
 
 
