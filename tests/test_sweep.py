@@ -270,8 +270,14 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(client, tmp_path):
     path.write_text(json.dumps(spec))
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.Popen([sys.executable, "-m", "models", "sweep", "--spec", str(path),
-                             "--out", str(out), "--workers", "2", "--no-progress"],
+    # A shell starts background jobs with SIGINT ignored, and Python keeps an inherited
+    # SIG_IGN, so a suite run with "&" would hand the sweep an ignored Ctrl-C: the child
+    # restores Python's default handler first, as a terminal's foreground job has it.
+    argv = ["models", "sweep", "--spec", str(path), "--out", str(out), "--workers", "2",
+            "--no-progress"]
+    boot = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+            f" sys.argv = {argv!r}; runpy.run_module('models', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", boot],
                             cwd=ROOT, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     kids = []
