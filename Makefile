@@ -18,8 +18,9 @@ install: $(STAMP)
 # Test processes (pytest-xdist): one per core, at most 4.  Each test file runs whole in one
 # process (--dist loadfile: module fixtures such as the Dask cluster are made once), and the
 # processes share Numba's on-disk cache, so a kernel compiled in one is loaded by the others.
-# Numba's cold compilation is most of a fresh clone's test time and runs on one core; two
-# processes on a 2-core host: a clean clone's pytest 16:25 -> 10:40 (2026-11-28).  XDIST="" runs in one process.
+# Numba's cold compilation is most of a fresh clone's test time and runs on one core: two
+# processes on a 2-core host took a clean clone's pytest from 16:25 to 10:40 (2026-11-28).
+# XDIST= runs everything in one process.
 XDIST ?= -n auto --maxprocesses 4 --dist loadfile
 
 ## Every test, the exhaustive 2^32 conversions (marked slow) included.
