@@ -11,8 +11,8 @@ route are compile-time constants, so that Numba compiles one pair's loops at its
 the other branches folded away.  Each chunk goes through two steps:
 
 1. A branch-free loop computes a proxy of every exact result that rounds like it (Boldo &
-   Melquiond's round-to-odd argument, softfloat._arith_f32) into a buffer, with a uint8 kind
-   per element:
+   Melquiond's round-to-odd argument, softfloat._arith_f32) into a buffer, and whether any
+   element of the chunk is marked:
    route A (deterministic modes, m <= 21: fp16, bf16, tf32, the fp8 formats): RO24, the float32
    pattern of the result rounded to odd at 24 bits, in float32 arithmetic (lean32: twice the SIMD
    lanes of float64), which rounds like x to p <= 22 bits;
@@ -23,11 +23,13 @@ the other branches folded away.  Each chunk goes through two steps:
    Marked elements carry +0 in the buffer (rounded to +0, no flags: the formats here are signed
    and have a zero) and are overwritten afterwards.
 
-Marked elements: NaN results (quiet NaN; INVALID in "none" formats), invalid operations and
-x / 0 are written by one more branch-free loop (``_specials``), and what is left (route A only:
-overflow of a float32 intermediate, error terms float32 cannot hold) goes to the scalar op,
-element by element.  kind_counts() reports how many of each.
+Marked elements (NaN operands, invalid operations, x / 0, and on route A what float32 cannot
+settle: overflow of an intermediate, error terms float32 cannot hold) are rare on every data
+class but the NaN-sprinkled and overflow-heavy ones (kind_counts() reports how many of each
+kind).  In a chunk that holds one, ``_marked`` gives every element whose proxy is +0 (the marked
+ones and the exact zero results) to the scalar op, which ends in round_value.
 
+Imports numpy, numba and softfloat's kernel modules only.
 Imports numpy, numba and softfloat's kernel modules only.
 """
 
@@ -37,17 +39,15 @@ import numpy as np
 from numba import njit
 
 from . import _kernels_round_vec as RV
-from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
+from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, scalar_op
 from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
 from ._driver import add_flag_counts, launch, record
-from ._lanes import vcount
-from ._primitives import F32_QNAN, F32_SIGN, U64_0
+from ._primitives import U64_0, bit_length
 from ._roundpack import RDN, SR, format_params_of
 from .rng import random_bits
 
 __all__ = ["run", "kind_counts", "OK", "SCALAR", "NAN", "INVALID_OP", "DIV_BY_ZERO"]
 
-_SENT = np.uint32(0xFFFFFFFF)
 _U32_0 = np.uint32(0)
 
 
@@ -55,33 +55,35 @@ _U32_0 = np.uint32(0)
 # loops stay branch-free (the kinds deal with those elements).
 
 # ----- the proxies --------------------------------------------------------------------------------
+# The proxy loops write no per-element kind: a marked element gets the proxy +0 (the pattern 0),
+# and a chunk that holds one is scanned again afterwards (_marked).  A uint8 kind array written
+# by these loops cost 35% of their time (fp16 values of N(0,1), one thread, AVX-512: sf.mul's
+# loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and 0.32).
+
 @njit(cache=True, error_model="numpy")
-def _lean_a(op, xs, ys, zs, buf, marks, rdn):
-    """buf[j] = RO24 pattern of element j's exact result (+0 where marked), marks[j] = its kind;
-    returns whether any element is marked (a boolean: a 64-bit counter would halve the SIMD
-    width of the loop)."""
+def _lean_a(op, xs, ys, zs, buf, rdn):
+    """buf[j] = RO24 pattern of element j's exact result, or +0 where it is marked; returns
+    whether any element is marked (a boolean: a 64-bit counter would halve the SIMD width of
+    the loop)."""
     anymark = False
     for j in range(buf.size):
         v, kind = lean32(op, xs[j], ys[j], zs[j], rdn)
         ok = kind == OK
         buf[j] = v if ok else _U32_0
-        marks[j] = kind
         anymark |= not ok
     return anymark
 
 
-
 @njit(cache=True, error_model="numpy")
-def _lean_b(op, xs, ys, zs, vbuf, marks, rdn):
-    """vbuf[j] = float64 pattern of RO53 of element j's exact result (+0 where marked),
-    marks[j] = its kind (never SCALAR: value64 is exact for every float32 operand); returns
-    whether any element is marked."""
+def _lean_b(op, xs, ys, zs, vbuf, rdn):
+    """vbuf[j] = float64 pattern of RO53 of element j's exact result, or +0 where it is marked
+    (never SCALAR: value64 is exact for every float32 operand); returns whether any element is
+    marked."""
     anymark = False
     for j in range(vbuf.size):
         v, kind = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
         ok = kind == OK
         vbuf[j] = np.float64(v if ok else 0.0).view(np.uint64)
-        marks[j] = kind
         anymark |= not ok
     return anymark
 
@@ -114,49 +116,54 @@ def _round_b(kv, vbuf, os, base, c, counts):
 
 
 # ----- marked elements -------------------------------------------------------------------------
+#: Elements per block of the scan for marked elements: a block whose proxies are all nonzero
+#: (one vectorised OR over it) is passed over; in the others a bit mask of the +0 proxies is
+#: built (vectorised too) and only its set bits are visited.
+_SCAN = 64
+
+
 @njit(cache=True, error_model="numpy")
-def _specials(xs, ys, os, marks, nan_invalid, dbzp, dbzn, want_flags, counts, c):
-    """Writes the marked NAN, INVALID_OP and DIV_BY_ZERO elements (softfloat._arith's
-    _nan_result and _divbyzero_result, whose patterns dbzp/dbzn are passed in; the sign of
-    x / 0 is the xor of the operands' signs) and counts their flags; SCALAR elements get the
-    marker _SENT.  Returns whether there are SCALAR elements.  A boolean and 32-bit counters,
-    not int64 sums, which widened the uint8 kinds to 64-bit lanes: this loop runs on every
-    chunk of overflow-heavy data (1.3% Inf - Inf), where sf.add fp16 rne of 4M elements took
-    2.83-2.97 ms with the sums and 2.57-2.74 ms without (AVX-512; AVX2 path 4.83-4.90 and
-    4.56-4.57 ms)."""
-    anyscalar = False
-    n_inv = _U32_0
-    n_dbz = _U32_0
-    for j in range(os.size):
-        k = marks[j]
-        neg = ((np.float32(xs[j]).view(np.uint32) ^ np.float32(ys[j]).view(np.uint32))
-               & F32_SIGN) != _U32_0
-        out = os[j]
-        out = F32_QNAN if ((k == NAN) | (k == INVALID_OP)) else out
-        out = (dbzn if neg else dbzp) if k == DIV_BY_ZERO else out
-        out = _SENT if k == SCALAR else out
-        os[j] = out
-        anyscalar |= k == SCALAR
-        n_inv = vcount(n_inv, (k == INVALID_OP) | ((k == NAN) & nan_invalid))
-        n_dbz = vcount(n_dbz, k == DIV_BY_ZERO)
-    if want_flags:
-        counts[c, 3] += np.int64(n_inv)
-        counts[c, 4] += np.int64(n_dbz)
-    return anyscalar
+def _any_zero(blk):
+    """Whether the proxy block blk holds the pattern 0 (a boolean reduction, vectorised)."""
+    z = False
+    for j in range(blk.size):
+        z |= blk[j] == 0
+    return z
 
 
-@njit(cache=True)
-def _scalar_fill(op, xs, ys, zs, os, marks, fp, mode, rbits, key, base, want_flags, counts, c):
-    """The scalar op for every SCALAR element (same random bits as the vectorised loops)."""
-    for j in range(os.size):
-        if marks[j] != SCALAR:
+@njit(cache=True, error_model="numpy")
+def _zero_mask(blk):
+    """Bit j set where blk[j] (j < 64) is the pattern 0."""
+    m = U64_0
+    for j in range(blk.size):
+        m |= np.uint64(blk[j] == 0) << np.uint64(j)
+    return m
+
+
+@njit(cache=True, error_model="numpy")
+def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c):
+    """The scalar op (softfloat._arith, ending in round_value; same random bits as the
+    vectorised loops) for every element of a chunk whose proxy in buf is +0, with its flags.
+    These are the marked elements (NaN operands, invalid operations, x / 0, what float32 cannot
+    settle) and the exact zero results (x - x, x * 0).  The rounding of the +0 proxy wrote +0
+    and counted no flag for each of them, so the scalar op's result and flags replace it: an
+    exact zero gets the same zero from both (the correctly rounded result is unique) and raises
+    no flag."""
+    for lo in range(0, buf.size, _SCAN):
+        hi = min(buf.size, lo + _SCAN)
+        if not _any_zero(buf[lo:hi]):
             continue
-        u = random_bits(key, base + j) if mode == SR else U64_0
-        r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp,
-                          mode, u, rbits)
-        os[j] = np.float32(r).view(np.uint32)
-        if want_flags:
-            add_flag_counts(counts, c, fl)
+        m = _zero_mask(buf[lo:hi])
+        while m != U64_0:
+            low = m & (~m + np.uint64(1))
+            m ^= low
+            j = lo + bit_length(low) - 1        # exact for any power of two
+            u = random_bits(key, base + j) if mode == SR else U64_0
+            r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp,
+                              mode, u, rbits)
+            os[j] = np.float32(r).view(np.uint32)
+            if want_flags:
+                add_flag_counts(counts, c, fl)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -169,23 +176,21 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     zs = cc[lo:hi] if sc == 1 else np.full(n, cc[0])
     os = ob[lo:hi]
     base = k.base + lo
-    marks = np.empty(n, np.uint8)
     # steps 1 and 2
     if route_a:
         buf = np.empty(n, np.uint32)
-        anymark = _lean_a(op, xs, ys, zs, buf, marks, k.mode == RDN)
+        anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
         _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
+        if anymark:
+            _marked(op, xs, ys, zs, buf, os, format_params_of(k), k.mode, k.rbits, k.key,
+                    base, k.want_flags, counts, c)
     else:
         vbuf = np.empty(n, np.uint64)
-        anymark = _lean_b(op, xs, ys, zs, vbuf, marks, k.mode == RDN)
+        anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN)
         _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts)
-    if anymark:
-        fp = format_params_of(k)
-        dbzp = np.float32(_divbyzero_result(False, fp)[0]).view(np.uint32)
-        dbzn = np.float32(_divbyzero_result(True, fp)[0]).view(np.uint32)
-        if _specials(xs, ys, os, marks, fp.inf_nan == 2, dbzp, dbzn, k.want_flags, counts, c):
-            _scalar_fill(op, xs, ys, zs, os, marks, fp, k.mode, k.rbits, k.key, base,
-                         k.want_flags, counts, c)
+        if anymark:
+            _marked(op, xs, ys, zs, vbuf, os, format_params_of(k), k.mode, k.rbits, k.key,
+                    base, k.want_flags, counts, c)
 
 
 # One record class per (operation, route), each with its own chunk function: a closure whose
@@ -194,7 +199,7 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
 # branches pruned.  The closures hold plain ints and booleans only: Numba keys a cached closure
 # by the pickled values of its cells, which are the same in every process for these (a
 # dispatcher in a cell would not be).  One compiled unit between the driver and the loops
-# (_lean_a / _lean_b, _round_a / _round_b, _specials, _scalar_fill): Numba links a called
+# (_lean_a / _lean_b, _round_a / _round_b, _marked): Numba links a called
 # function's whole module into its caller and optimises and generates code for it again, so
 # every level of wrappers there cost as much compile time as the rounding passes below it.
 

@@ -194,6 +194,44 @@ def test_a_lone_marked_element_anywhere_in_a_chunk(special):
             check_against_scalar(op, args, fmt, mode)
 
 
+def test_exact_zero_results_beside_marked_elements():
+    """Marked elements carry the proxy +0, and a chunk holding one is scanned for +0 proxies
+    and each classified again: exact zero results (x - x, x * 0, 0 / y, sqrt(0), 0 * y + 0; a
+    third of the elements, both signs of zero) sit beside NaN operands placed at both ends of
+    the scan's 64-element blocks and sprinkled at 1%; one chunk has zeros and no mark.  Every
+    operation, four modes, with flags against the scalar ops and without flags against the call
+    with flags."""
+    fmt = sf.get_format("fp16")
+    rng = np.random.default_rng(33)
+    n = 2 * CHUNK + 100
+    for op in OPS:
+        a, b, c = (sf.round(rng.standard_normal(n).astype(np.float32), fmt) for _ in range(3))
+        z = rng.random(n) < 1 / 3
+        sz = np.where(rng.random(n) < 0.5, np.float32(0.0), np.float32(-0.0))
+        if op == "add":
+            b = np.where(z, -a, b)
+        elif op == "sub":
+            b = np.where(z, a, b)
+        elif op in ("mul", "fma"):
+            a = np.where(z, sz, a)
+            c = np.where(z, sz, c)
+        elif op == "div":
+            a = np.where(z, sz, a)
+        else:
+            a = np.where(z, sz, np.abs(a))
+        marks = [63, 64, 127, 128, 4095, CHUNK - 1]
+        marks += list(np.flatnonzero(rng.random(n) < 0.01))
+        marks = [k for k in marks if k < CHUNK or k >= 2 * CHUNK]   # chunk 1: zeros, no mark
+        a[marks] = np.float32(np.nan)
+        for mode in ("rne", "rdn", "rtz", "sr"):
+            assert check_against_scalar(op, [a, b, c], fmt, mode) == n
+            args = [a] if op == "sqrt" else [a, b, c] if op == "fma" else [a, b]
+            kw = {"seed": 11} if mode == "sr" else {}
+            plain = getattr(sf, op)(*args, fmt, mode, **kw)
+            flagged = getattr(sf, op)(*args, fmt, mode, flags=sf.Flags(), **kw)
+            assert same(plain, flagged).all(), (op, mode)
+
+
 def test_kinds_are_rare_on_training_data():
     """What the vectorised passes leave to the scalar ops is rare: none of the elements of the
     five data classes on the fp16 grid (exact zeros, NaN/Inf, x / 0 and invalid operations are
