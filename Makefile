@@ -19,8 +19,8 @@ install: $(STAMP)
 # process (--dist loadfile: module fixtures such as the Dask cluster are made once), and the
 # processes share Numba's on-disk cache, so a kernel compiled in one is loaded by the others.
 # Numba's cold compilation is most of a fresh clone's test time and runs on one core: two
-# processes on a 2-core host took a clean clone's pytest from 16:25 to 10:40 (2026-11-28).
-# XDIST= runs everything in one process.
+# processes on a 2-core host took a clean clone's pytest from 16:25 to 10:40-12:30
+# (2026-11-28).  XDIST= runs everything in one process.
 XDIST ?= -n auto --maxprocesses 4 --dist loadfile
 
 ## Every test, the exhaustive 2^32 conversions (marked slow) included.
