@@ -43,8 +43,9 @@ from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sub32
 from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_SIGN, fold_odd_nb,
                           two_sum_err)
 
-# Element kinds, the loops' uint8 marks (typed uint8 so that selecting among them stays one byte
-# wide in the SIMD lanes).
+# Element kinds (typed uint8 so that selecting among them stays one byte wide in the SIMD
+# lanes).  The proxy loops keep only whether an element's kind is OK (softfloat._kernels_arith_f32
+# gives the others the proxy +0); kind_counts() reports the kinds themselves.
 OK, SCALAR, NAN, INVALID_OP, DIV_BY_ZERO = (np.uint8(k) for k in range(5))
 
 _U32_0 = np.uint32(0)

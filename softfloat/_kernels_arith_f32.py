@@ -30,7 +30,6 @@ kind).  In a chunk that holds one, ``_marked`` gives every element whose proxy i
 ones and the exact zero results) to the scalar op, which ends in round_value.
 
 Imports numpy, numba and softfloat's kernel modules only.
-Imports numpy, numba and softfloat's kernel modules only.
 """
 
 from __future__ import annotations
