@@ -23,11 +23,13 @@ the other branches folded away.  Each chunk goes through two steps:
    Marked elements carry +0 in the buffer (rounded to +0, no flags: the formats here are signed
    and have a zero) and are overwritten afterwards.
 
-Marked elements (NaN operands, invalid operations, x / 0, and on route A what float32 cannot
-settle: overflow of an intermediate, error terms float32 cannot hold) are rare on every data
-class but the NaN-sprinkled and overflow-heavy ones (kind_counts() reports how many of each
-kind).  In a chunk that holds one, ``_marked`` gives every element whose proxy is +0 (the marked
-ones and the exact zero results) to the scalar op, which ends in round_value.
+Marked elements are NaN operands, invalid operations, x / 0 (13% of sf.div's elements on
+gradient-like fp16 data, whose flushed divisors are zeros; kind_counts() reports how many of
+each kind), and on route A what float32 cannot settle (overflow of an intermediate, error terms
+float32 cannot hold: rare on every data class).  In a chunk that holds one, ``_settle`` (a
+branch-free pass) writes the results of the first three kinds and passes over exact zero
+results, whose proxy is +0 too; ``_marked`` gives what remains, the SCALAR kind, to the scalar
+op, which ends in round_value.
 
 Imports numpy, numba and softfloat's kernel modules only.
 """
@@ -38,16 +40,20 @@ import numpy as np
 from numba import njit
 
 from . import _kernels_round_vec as RV
-from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, scalar_op
+from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
 from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
 from ._driver import add_flag_counts, launch, record
-from ._primitives import U64_0, bit_length
-from ._roundpack import RDN, SR, format_params_of
+from ._lanes import vcount
+from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
+from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
 from .rng import random_bits
 
 __all__ = ["run", "kind_counts", "OK", "SCALAR", "NAN", "INVALID_OP", "DIV_BY_ZERO"]
 
 _U32_0 = np.uint32(0)
+#: the rows of INVALID and DIVBYZERO in a chunk's flag counts (bit k of the flags is row k)
+_INVALID_ROW = INVALID.bit_length() - 1
+_DIVBYZERO_ROW = DIVBYZERO.bit_length() - 1
 
 
 # error_model="numpy": float division by zero gives IEEE's Inf/NaN instead of raising, so the
@@ -115,6 +121,85 @@ def _round_b(kv, vbuf, os, base, c, counts):
 
 
 # ----- marked elements -------------------------------------------------------------------------
+# A chunk that holds a marked element goes through _settle (every element, branch-free) and,
+# where it leaves one, _marked (the scalar op, element by element).  _settle writes the results
+# whose float32 arithmetic decides them outright (NaN operands, invalid operations, x / 0) and
+# leaves the rest (route A's SCALAR kind) to _marked: the scalar op costs about 15 ns an element,
+# and x / 0 alone is 13% of the elements of sf.div on gradient-like fp16 data, whose flushed
+# divisors are zeros (4M elements: 1.3 ms with this pass, 4.4 ms with the scalar op for all).
+
+@njit(cache=True, error_model="numpy", inline="always")
+def _special_kind(op, x, y, z):
+    """(nan, nan_op, dbz, zero) of one element (float32 operands): its exact result is a NaN,
+    an operand is a NaN, it is x / 0 with x finite and nonzero (DIV_BY_ZERO), its exact result
+    is a zero.  A NaN result is exactly the kinds NAN and INVALID_OP of lean32 and value64
+    (their IEEE operations give a NaN just when these do); a zero result is a kind-OK element
+    whose proxy is that zero (float addition never underflows to 0; a float32 product or
+    quotient is 0 only for a zero dividend or factor or an infinite divisor, tested here
+    rather than the float32 result, which can underflow; fma's sum is taken in float64, where
+    the float32 product is exact).  Division and square root decide by comparisons."""
+    nan_op = np.isnan(x) | np.isnan(y)
+    if op == ADD:
+        r = x + y
+        zero = r == np.float32(0)
+    elif op == SUB:
+        r = x - y
+        zero = r == np.float32(0)
+    elif op == MUL:
+        r = x * y
+        zero = ((x == np.float32(0)) | (y == np.float32(0))) & (not np.isnan(r))
+    elif op == DIV:
+        # 0 / 0 and Inf / Inf, by comparisons (a division here cost 15% of sf.div on marked
+        # chunks)
+        nan = nan_op | ((x == np.float32(0)) & (y == np.float32(0))) | (np.isinf(x) & np.isinf(y))
+        return nan, nan_op, (y == np.float32(0)) & np.isfinite(x) & (x != np.float32(0)), \
+            ((x == np.float32(0)) | np.isinf(y)) & (not nan)
+    elif op == SQRT:
+        # below -0 (-Inf included) or a NaN
+        return np.isnan(x) | (x < np.float32(0)), np.isnan(x), False, x == np.float32(0)
+    else:
+        r64 = np.float64(x) * np.float64(y) + np.float64(z)
+        r = np.float32(0) if r64 == 0.0 else (np.float32(np.nan) if np.isnan(r64)
+                                               else np.float32(1))
+        zero = r64 == 0.0
+        nan_op = nan_op | np.isnan(z)
+    return np.isnan(r), nan_op, False, zero
+
+
+@njit(cache=True, error_model="numpy")
+def _settle(op, xs, ys, zs, buf, os, one, nan_invalid, dbzp, dbzn, want_flags, counts, c):
+    """In a chunk that holds a marked element: every element whose proxy in buf is +0 gets
+    its result if a NaN (the quiet NaN F32_QNAN, flag INVALID unless an operand is a NaN in a
+    format that has one: softfloat._arith's _nan_result) or x / 0 (_divbyzero_result's dbzp or
+    dbzn, by the xor of the operands' signs; flag DIVBYZERO), and is left as rounded if its
+    exact result is a zero (the proxy was that zero).  Those proxies are then set to ``one``
+    (the buffer is not read again but by _marked), so that +0 remains only on the elements for
+    the scalar op; returns whether there are any.  Branch-free; 32-bit counters."""
+    anyscalar = False
+    n_inv = _U32_0
+    n_dbz = _U32_0
+    for j in range(buf.size):
+        z0 = buf[j] == 0
+        x = xs[j]
+        y = ys[j]
+        nan, nan_op, dbz, zero = _special_kind(op, x, y, zs[j])
+        neg = ((np.float32(x).view(np.uint32) ^ np.float32(y).view(np.uint32))
+               & F32_SIGN) != _U32_0
+        out = os[j]
+        out = F32_QNAN if (z0 & nan) else out
+        out = (dbzn if neg else dbzp) if (z0 & dbz) else out
+        os[j] = out
+        settled = nan | dbz | zero
+        buf[j] = one if (z0 & settled) else buf[j]
+        anyscalar |= z0 & (not settled)
+        n_inv = vcount(n_inv, z0 & nan & ((not nan_op) | nan_invalid))
+        n_dbz = vcount(n_dbz, z0 & dbz)
+    if want_flags:
+        counts[c, _INVALID_ROW] += np.int64(n_inv)
+        counts[c, _DIVBYZERO_ROW] += np.int64(n_dbz)
+    return anyscalar
+
+
 #: Elements per block of the scan for marked elements: a block whose proxies are all nonzero
 #: (one vectorised OR over it) is passed over; in the others a bit mask of the +0 proxies is
 #: built (vectorised too) and only its set bits are visited.
@@ -139,15 +224,19 @@ def _zero_mask(blk):
     return m
 
 
+@njit(cache=True, inline="always")
+def _divbyzero_pattern(neg, fp):
+    """The float32 pattern of softfloat._arith's x / 0 result of sign neg."""
+    return np.float32(_divbyzero_result(neg, fp)[0]).view(np.uint32)
+
+
 @njit(cache=True, error_model="numpy")
 def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c):
     """The scalar op (softfloat._arith, ending in round_value; same random bits as the
-    vectorised loops) for every element of a chunk whose proxy in buf is +0, with its flags.
-    These are the marked elements (NaN operands, invalid operations, x / 0, what float32 cannot
-    settle) and the exact zero results (x - x, x * 0).  The rounding of the +0 proxy wrote +0
-    and counted no flag for each of them, so the scalar op's result and flags replace it: an
-    exact zero gets the same zero from both (the correctly rounded result is unique) and raises
-    no flag."""
+    vectorised loops) for every element of a chunk whose proxy in buf is still +0 after
+    _settle, with its flags: the elements float32 cannot settle (route A's SCALAR kind).  The
+    rounding of the +0 proxy wrote +0 and counted no flag for each of them, so the scalar op's
+    result and flags replace it."""
     for lo in range(0, buf.size, _SCAN):
         hi = min(buf.size, lo + _SCAN)
         if not _any_zero(buf[lo:hi]):
@@ -181,15 +270,25 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
         anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
         _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
         if anymark:
-            _marked(op, xs, ys, zs, buf, os, format_params_of(k), k.mode, k.rbits, k.key,
-                    base, k.want_flags, counts, c)
+            fp = format_params_of(k)
+            if _settle(op, xs, ys, zs, buf, os, np.uint32(1), fp.inf_nan == 2,
+                       _divbyzero_pattern(False, fp), _divbyzero_pattern(True, fp),
+                       k.want_flags, counts, c):
+                _marked(op, xs, ys, zs, buf, os, fp, k.mode, k.rbits, k.key, base,
+                        k.want_flags, counts, c)
     else:
+        # value64 is exact for every float32 operand (no SCALAR kind): _settle settles every
+        # marked element here
         vbuf = np.empty(n, np.uint64)
         anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN)
         _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts)
         if anymark:
-            _marked(op, xs, ys, zs, vbuf, os, format_params_of(k), k.mode, k.rbits, k.key,
-                    base, k.want_flags, counts, c)
+            fp = format_params_of(k)
+            if _settle(op, xs, ys, zs, vbuf, os, np.uint64(1), fp.inf_nan == 2,
+                       _divbyzero_pattern(False, fp), _divbyzero_pattern(True, fp),
+                       k.want_flags, counts, c):
+                _marked(op, xs, ys, zs, vbuf, os, fp, k.mode, k.rbits, k.key, base,
+                        k.want_flags, counts, c)
 
 
 # One record class per (operation, route), each with its own chunk function: a closure whose
@@ -198,7 +297,7 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
 # branches pruned.  The closures hold plain ints and booleans only: Numba keys a cached closure
 # by the pickled values of its cells, which are the same in every process for these (a
 # dispatcher in a cell would not be).  One compiled unit between the driver and the loops
-# (_lean_a / _lean_b, _round_a / _round_b, _marked): Numba links a called
+# (_lean_a / _lean_b, _round_a / _round_b, _settle, _marked): Numba links a called
 # function's whole module into its caller and optimises and generates code for it again, so
 # every level of wrappers there cost as much compile time as the rounding passes below it.
 
