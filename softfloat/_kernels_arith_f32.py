@@ -61,50 +61,35 @@ _DIVBYZERO_ROW = DIVBYZERO.bit_length() - 1
 
 # ----- the proxies --------------------------------------------------------------------------------
 # The proxy loops write no per-element kind: a marked element gets the proxy +0 (the pattern 0),
-# and a chunk that holds one is settled afterwards (_settle, _marked).  A uint8 kind array
-# written by these loops cost 35% of their time (fp16 values of N(0,1), one thread, AVX-512:
-# sf.mul's loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and 0.32).
-# With ``direct`` (no flags wanted, a format with infinities and NaN that does not saturate:
-# fp16, bf16, tf32, e5m2, fp32 and custom ones like them), a NaN result gets the proxy F32_QNAN
-# and x / 0 its infinity (the float32 quotient's own pattern), which the rounding keeps: the
-# results of softfloat._arith (_nan_result, _divbyzero_result) without a pass of their own.
-# That pass cost 0.3-0.7 ns an element on the AVX2 code path where every chunk holds a mark
-# (1% NaN-sprinkled data, overflow-heavy sums).  Only the SCALAR kind is then marked.
-
-_F64_QNAN = np.uint64(0x7FF8000000000000)
-
+# and a chunk that holds one is settled afterwards (_settle, _marked).  A uint8 kind array written
+# by these loops cost 35% of their time (fp16 values of N(0,1), one thread, AVX-512: sf.mul's
+# loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and 0.32).
 
 @njit(cache=True, error_model="numpy")
-def _lean_a(op, xs, ys, zs, buf, rdn, direct):
-    """buf[j] = RO24 pattern of element j's exact result, or +0 where it is marked (with
-    direct, a NaN result is F32_QNAN and x / 0 its infinity, and only the SCALAR kind is
-    marked); returns whether any element is marked (a boolean: a 64-bit counter would halve
-    the SIMD width of the loop)."""
+def _lean_a(op, xs, ys, zs, buf, rdn):
+    """buf[j] = RO24 pattern of element j's exact result, or +0 where it is marked; returns
+    whether any element is marked (a boolean: a 64-bit counter would halve the SIMD width of
+    the loop)."""
     anymark = False
     for j in range(buf.size):
         v, kind = lean32(op, xs[j], ys[j], zs[j], rdn)
         ok = kind == OK
-        spec = direct & (kind != SCALAR)
-        nan = (kind == NAN) | (kind == INVALID_OP)
-        buf[j] = v if ok else ((F32_QNAN if nan else v) if spec else _U32_0)
-        anymark |= (not ok) & (not spec)
+        buf[j] = v if ok else _U32_0
+        anymark |= not ok
     return anymark
 
 
 @njit(cache=True, error_model="numpy")
-def _lean_b(op, xs, ys, zs, vbuf, rdn, direct):
+def _lean_b(op, xs, ys, zs, vbuf, rdn):
     """vbuf[j] = float64 pattern of RO53 of element j's exact result, or +0 where it is marked
-    (never SCALAR: value64 is exact for every float32 operand; with direct, a NaN result is the
-    quiet NaN and x / 0 its infinity, and nothing is marked); returns whether any element is
+    (never SCALAR: value64 is exact for every float32 operand); returns whether any element is
     marked."""
     anymark = False
     for j in range(vbuf.size):
         v, kind = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
         ok = kind == OK
-        vb = np.float64(v).view(np.uint64)
-        nan = (kind == NAN) | (kind == INVALID_OP)
-        vbuf[j] = vb if ok else ((_F64_QNAN if nan else vb) if direct else U64_0)
-        anymark |= (not ok) & (not direct)
+        vbuf[j] = np.float64(v if ok else 0.0).view(np.uint64)
+        anymark |= not ok
     return anymark
 
 
@@ -272,9 +257,10 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
 
 
 @njit(cache=True, error_model="numpy", inline="always")
-def _settle_marked(op, k, fp, xs, ys, zs, buf, os, one, base, counts, c):
+def _settle_marked(op, k, xs, ys, zs, buf, os, one, base, counts, c):
     """A chunk holding a marked element, after its rounding: _settle, then _marked where it
     leaves elements to the scalar op (buf: the proxies, of either route; one: 1 of its type)."""
+    fp = format_params_of(k)
     if _settle(op, xs, ys, zs, buf, os, one, fp.inf_nan == 2, _divbyzero_pattern(False, fp),
                _divbyzero_pattern(True, fp), k.want_flags, counts, c):
         _marked(op, xs, ys, zs, buf, os, fp, k.mode, k.rbits, k.key, base, k.want_flags,
@@ -292,22 +278,20 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     os = ob[lo:hi]
     base = k.base + lo
     # steps 1 and 2
-    fp = format_params_of(k)
-    direct = (not k.want_flags) & (fp.inf_nan == 0) & (fp.saturate == 0)
     if route_a:
         buf = np.empty(n, np.uint32)
-        anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN, direct)
+        anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
         _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
         if anymark:
-            _settle_marked(op, k, fp, xs, ys, zs, buf, os, np.uint32(1), base, counts, c)
+            _settle_marked(op, k, xs, ys, zs, buf, os, np.uint32(1), base, counts, c)
     else:
         # value64 is exact for every float32 operand (no SCALAR kind): _settle settles every
         # marked element here
         vbuf = np.empty(n, np.uint64)
-        anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN, direct)
+        anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN)
         _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts)
         if anymark:
-            _settle_marked(op, k, fp, xs, ys, zs, vbuf, os, np.uint64(1), base, counts, c)
+            _settle_marked(op, k, xs, ys, zs, vbuf, os, np.uint64(1), base, counts, c)
 
 
 # One record class per (operation, route), each with its own chunk function: a closure whose
