@@ -121,7 +121,7 @@ from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RU
                          UNDERFLOW, format_params_of, inf_result, overflow_result, round_value,
                          zero_result)
 from .formats import FormatParams
-from .rng import random_bits
+from .rng import WEYL_STEP, mix, random_bits, weyl
 
 __all__ = ["VecParams", "RoundVec", "vec_params", "round_vec", "vec_supported"]
 
@@ -693,8 +693,10 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     n_inex = _U32_0
     n_over = _U32_0
     n_mark = _U32_0
+    w = weyl(base)                  # element j's Weyl term (rng.mix: a sum, not a product)
     for j in range(xs.size):
-        U = vtop(random_bits(key, base + j), zero) if is_sr else zero
+        U = vtop(mix(key, w), zero) if is_sr else zero
+        w += WEYL_STEP
         o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, os)
         os[j] = o
         n_mark = vcount(n_mark, sp)
@@ -781,8 +783,10 @@ def _later_pass(elem, doc):
                 n_under = zero
                 n_over = zero
                 n_inv = zero
+                w = weyl(base + lo)
                 for j in range(xsb.size):
-                    U = vtop(random_bits(k.key, base + lo + j), zero) if is_sr else zero
+                    U = vtop(mix(k.key, w), zero) if is_sr else zero
+                    w += WEYL_STEP
                     o, fl, lj = elem(xsb[j], U, P, is_sr)
                     # stored when to be done (every, or marked) and decided (not lj)
                     todo = True if every else osb[j] == mark

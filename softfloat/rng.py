@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["random_bits", "seed_key", "derive_seed", "fmix64"]
+__all__ = ["random_bits", "seed_key", "derive_seed", "fmix64", "weyl", "mix", "WEYL_STEP"]
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
@@ -43,10 +43,30 @@ def fmix64(z):
     return z
 
 
+#: weyl(i + 1) - weyl(i) modulo 2^64
+WEYL_STEP = _GOLDEN
+
+
+@njit(cache=True, inline="always")
+def weyl(index):
+    """The Weyl sequence's term of element ``index``: index * 0x9E3779B97F4A7C15 modulo 2^64."""
+    return np.uint64(index) * _GOLDEN
+
+
+@njit(cache=True, inline="always")
+def mix(key, w):
+    """The random bits of the element whose Weyl term is w: random_bits(key, i) = mix(key,
+    weyl(i)).  A loop over consecutive indices can carry w and add WEYL_STEP each step
+    (same bits): LLVM keeps the product index * GOLDEN as a vector multiply otherwise, and a
+    64-bit product is three vpmuludq on AVX2 (1M elements' bits, one thread, Zen 3: 0.94 ms
+    with the product, 0.60 ms with the running sum)."""
+    return fmix64(np.uint64(key) ^ w)
+
+
 @njit(cache=True, inline="always")
 def random_bits(key, index):
     """64 random bits for element ``index`` (int) under ``key`` (uint64 from seed_key)."""
-    return fmix64(np.uint64(key) ^ (np.uint64(index) * _GOLDEN))
+    return mix(key, weyl(index))
 
 
 def _fmix64_py(z: int) -> int:
