@@ -1,9 +1,9 @@
 """The settling pass of the arithmetic compiles to plain vector stores on the AVX2 code path.
 
 A store of ``x[j] if not c else a`` back into x[j] is turned by LLVM into a masked store
-(vpmaskmovd / vmaskmovps) when it targets AVX2.  Those cost about 12 cycles each on AMD Zen 2
-and Zen 3 cores (plain stores: one), and made sf.add, sf.mul and sf.sqrt on NaN-sprinkled fp16
-data 1.6-2.2x slower on such a host (softfloat._kernels_arith_f32._settle; the rounding
+(vpmaskmovd / vmaskmovps) when it targets AVX2.  They are slow on AMD Zen 3 cores (a loop
+storing that way: 0.76 ms per 1M elements, 0.25 ms with a plain store, one thread), and made
+sf.add, sf.mul and sf.sqrt on NaN-sprinkled fp16 data 1.5-1.9x slower on such a host (softfloat._kernels_arith_f32._settle; the rounding
 kernel's Inf/NaN pass, softfloat._kernels_round_vec._special_pass, had the same fault earlier).
 Intel cores run them at the speed of a plain store, so a timing on an Intel or AVX-512 host
 does not show it: this test compiles the pass for Haswell (the AVX2 code path of any x86-64
