@@ -29,6 +29,15 @@ softfloat._kernels_round_vec are written with them.
 
 Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
 
+None of these is inlined by Numba (no ``inline="always"``): each is compiled once per lane type
+and LLVM inlines the call (they are a few instructions), which gives the same vector loops.
+Numba's own inlining ran its untyped pipeline again at every call site, and an inlined
+``@overload`` is also compiled in full for its signature; the rounding kernels make hundreds of
+lane calls, so that was a third of their cold compile time (one fp16 conversion: 80 -> 53 s of
+CPU, sf.add rne + sr: 166 -> 102 s, on a 2-core Zen 3 host, 2026-11-28; the kernels' machine
+code differs by register choices only, and fp16 rounding and arithmetic on 4M elements times
+the same within that host's run-to-run noise).
+
 Imports numpy, numba, softfloat._intrinsics and softfloat._primitives (constants) only.
 """
 
@@ -59,7 +68,7 @@ def _lane_op(name: str, op32, op64):
         raise NotImplementedError("only callable from Numba-compiled code")
     fn.__name__ = fn.__qualname__ = name
 
-    @overload(fn, inline="always")
+    @overload(fn)
     def _impl(a, b):
         if a == types.uint32 and b == types.uint32:
             return lambda a, b: op32(a, b)
@@ -77,7 +86,7 @@ vsub = _lane_op("vsub", sub32, lambda a, b: a - b)
 vshl = _lane_op("vshl", shl32, lambda a, b: a << b)
 vshr = _lane_op("vshr", shr32, lambda a, b: a >> b)
 vlt = _lane_op("vlt", lt32, lambda a, b: a < b)
-vle = _lane_op("vle", njit(inline="always")(lambda a, b: ge32(b, a)), lambda a, b: a <= b)
+vle = _lane_op("vle", njit(lambda a, b: ge32(b, a)), lambda a, b: a <= b)
 vgt = _lane_op("vgt", gt32, lambda a, b: a > b)
 vge = _lane_op("vge", ge32, lambda a, b: a >= b)
 veq = _lane_op("veq", eq32, lambda a, b: a == b)
@@ -86,9 +95,9 @@ vne = _lane_op("vne", ne32, lambda a, b: a != b)
 vslt = _lane_op("vslt", lt32, lambda a, b: np.int64(a) < np.int64(b))
 vsgt = _lane_op("vsgt", gt32, lambda a, b: np.int64(a) > np.int64(b))
 vsge = _lane_op("vsge", ge32, lambda a, b: np.int64(a) >= np.int64(b))
-vmin = _lane_op("vmin", njit(inline="always")(lambda a, b: sel32(lt32(a, b), a, b)),
+vmin = _lane_op("vmin", njit(lambda a, b: sel32(lt32(a, b), a, b)),
                lambda a, b: min(a, b))
-vmax = _lane_op("vmax", njit(inline="always")(lambda a, b: sel32(gt32(a, b), a, b)),
+vmax = _lane_op("vmax", njit(lambda a, b: sel32(gt32(a, b), a, b)),
                 lambda a, b: max(a, b))
 
 
@@ -96,7 +105,7 @@ def vsel(c, a, b):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(vsel, inline="always")
+@overload(vsel)
 def _vsel_impl(c, a, b):
     if a == types.uint32 and b == types.uint32:
         return lambda c, a, b: sel32(c, a, b)
@@ -111,7 +120,7 @@ _U32_1 = np.uint32(1)
 _U32_0 = np.uint32(0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def vmerge(c, a, b, ones, zero):
     """a if c else b, for storing over b's own element: (a & m) | (b & n) with the masks
     m = ones if c else zero and n its complement, from the run-time values ``ones`` and ``zero``
@@ -123,7 +132,7 @@ def vmerge(c, a, b, ones, zero):
     return vor(vand(a, vsel(c, ones, zero)), vand(b, vsel(c, zero, ones)))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def vcount(n, c):
     """n + 1 if c else n, for a uint32 counter n (modulo 2^32)."""
     return add32(n, sel32(c, _U32_1, _U32_0))
@@ -133,7 +142,7 @@ def vfbits(q):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(vfbits, inline="always")
+@overload(vfbits)
 def _vfbits_impl(q):
     if q == types.uint32:
         # int32 -> float32 (vcvtdq2ps on every x86 vector ISA); exact for q < 2^24 and the
@@ -150,7 +159,7 @@ def vtop(u, like):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(vtop, inline="always")
+@overload(vtop)
 def _vtop_impl(u, like):
     if like == types.uint32:
         return lambda u, like: lo32(u >> _U32)
@@ -163,7 +172,7 @@ def vmagic(a, c):
     raise NotImplementedError("only callable from Numba-compiled code")
 
 
-@overload(vmagic, inline="always")
+@overload(vmagic)
 def _vmagic_impl(a, c):
     # Two IEEE operations in the default rounding mode (the kernels are never fast-math, so
     # LLVM may not fold (A + C) - C into A).
