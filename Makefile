@@ -23,12 +23,16 @@ install: $(STAMP)
 # (2026-11-28).  XDIST= runs everything in one process.
 XDIST ?= -n auto --maxprocesses 4 --dist loadfile
 
-## Every test, the exhaustive 2^32 conversions (marked slow) included.
+## Every test, the exhaustive 2^32 conversions (marked slow) included.  The most used kernels
+## are compiled first, one process per core (softfloat/precompile.py): the two test processes
+## otherwise compile them both at once.
 test: $(STAMP)
+	$(BIN)/python -m softfloat.precompile
 	$(BIN)/python -m pytest -q $(XDIST)
 
 ## Everything except the tests marked slow.
 test-fast: $(STAMP)
+	$(BIN)/python -m softfloat.precompile
 	$(BIN)/python -m pytest -q $(XDIST) -m "not slow"
 
 ## The main job on built-in data: reproduce the paper's findings at small scale.
