@@ -2,8 +2,8 @@
 
 Every elementwise kernel (rounding, arithmetic, bit patterns, the IEEE utilities, DFP's
 quantization, shifts and sums) is a per-chunk function plus a parameter record; this module
-runs it over an array in fixed chunks, on the calling thread for small arrays and in a
-``prange`` loop otherwise (tests/test_structure.py checks that no other module writes such a
+runs it over an array in fixed chunks, on the calling thread for small arrays and on Numba's
+number of threads otherwise (tests/test_structure.py checks that no other module writes such a
 loop).  What it fixes once for all of them:
 
 * the chunk size ``CHUNK`` (2^14 elements) and the chunk loop, so that each chunk c covers
@@ -11,8 +11,9 @@ loop).  What it fixes once for all of them:
 * the per-chunk result rows (``flag_table``: one row of IEEE flag counts per chunk; kernels that
   report the first bad element keep one (index, status) row per chunk likewise), so that every
   count and every "first offending element" is identical whatever the number of threads;
-* the rule "small problem, one thread" (``SERIAL_MAX``): both drivers run the same chunks in the
-  same way, so results never depend on the choice;
+* the rule "small problem, one thread" (``SERIAL_MAX``): every thread runs the same compiled
+  driver on a contiguous run of chunks, so results never depend on the choice or on the number
+  of threads;
 * the global element index: kernels that draw stochastic-rounding bits receive ``base`` (the
   global flat index of element 0, the API's ``index_offset``) among their arguments and use
   ``base + i`` for element i.
@@ -41,20 +42,29 @@ passed in two parts because Numba types every argument of every call: a named tu
 scalars costs about 4 us per call for sf.round's 85 fields (measured), while a read-only
 structured array of the static fields (typed from its dtype, made once and cached by the
 caller) and a short tuple of Python scalars cost well under 1 us.  The structured array's first
-field, ``record_<Name>``, names the record class, from which the driver picks the chunk
-function and the field order at compile time.  Numba's parallel loops cannot take a tuple
-inside a tuple, so records are flat: the format's fields are among the record's, and
+field, ``record_<Name>``, names the record class, whose own compiled driver ``Cls.drive`` (made
+by ``record`` from generated source: the field list is the class's) launch calls.  Records are
+flat (no tuple inside the tuple): the format's fields are among the record's, and
 ``format_params_of`` rebuilds the FormatParams inside the chunk function where round_value &
 co need one.  The arrays in args are the caller's (make uint32/uint64 views in Python and pass
-them: writes through a view made inside a parallel Numba function can be lost).  Numba compiles
-the driver once per (record class, static field types, argument types); the values are
+them).  Numba compiles a driver once per (static field types, argument types); the values are
 run-time data.
 
-Numba caching caveat: the compiled drivers are cached with this file's timestamp, and a chunk
-function is compiled into them; after editing a chunk function clear the caches (see
-docs/design.md), as for any kernel that calls into another module.
+Threads: a launch above SERIAL_MAX cuts the chunks into ``numba.get_num_threads()`` contiguous
+runs and runs them on that many threads (the calling one and a pool of Python threads), each
+calling the compiled driver, which releases the GIL (``nogil``).  The thread count is Numba's,
+so ``numba.set_num_threads``, ``NUMBA_NUM_THREADS`` and softfloat._threads.serial_if_small
+govern these kernels as they govern the ``prange`` kernels of softfloat.tensorcore and
+softfloat.mx.  Not a ``prange`` loop because of compile time: Numba optimises and generates
+machine code for a called function again in every function it is compiled into, and a
+``prange`` loop makes two more (its parallel region and the function around it); see
+``_driver``.
 
-Imports numpy, numba and softfloat._threads only.
+Numba caching: a driver is cached under its chunk function's source file and that file's
+stamp.  A chunk function that calls into other modules is compiled into the driver as into any
+caller; after editing those, clear the caches (see docs/design.md).
+
+Imports numpy, numba, the standard library and softfloat._threads only.
 """
 
 from __future__ import annotations
@@ -63,15 +73,18 @@ import collections
 import copyreg
 import functools
 import importlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
-from numba import njit, prange
-from numba.extending import overload
+from numba import njit
 
 from ._threads import PARALLEL_MIN_WORK
 
 __all__ = ["CHUNK", "NFLAGS", "SERIAL_MAX", "n_chunks", "flag_table", "add_flag_counts",
-           "record", "launch", "drive_parallel", "drive_serial"]
+           "record", "launch"]
 
 #: Elements per chunk (2^14 = 16384: large enough to amortise scheduling, small enough to balance
 #: two threads on arrays of a few hundred thousand elements, and one chunk of float32 input and
@@ -205,73 +218,106 @@ def record(name: str, fields, chunk, module: str, dynamic=()):
                          f"({_RECORDS[cls.tag].__module__})")
     _RECORDS[cls.tag] = cls
     cls.params = classmethod(_params)
+    cls.drive = _driver(cls)
     return cls
 
 
-def _chunk_caller(cls):
-    """The compiled-side caller of cls's chunk function: builds the record (the static fields
-    read from the structured array, the dynamic ones converted to their declared types) and
-    calls the chunk function.  Generated source: the field list is the class's."""
+def _driver(cls):
+    """cls's compiled driver ``drive(static, dyn, n, c0, c1, args)``: builds the record (the
+    static fields read from the structured array, the dynamic ones converted to their declared
+    types) and calls the chunk function on chunks c0 .. c1-1 of [0, n), without the GIL.
+
+    Generated source (the field list is the class's), compiled under the chunk function's own
+    file name, so that Numba caches the driver beside the chunk function and with that file's
+    source stamp: an edit of the chunk's module recompiles it.  (A driver shared by all record
+    classes, specialised through an ``@overload`` on the static array's type, compiled the
+    record-building code up to three times per class; and a ``prange`` driver made Numba
+    optimise and generate machine code for the whole chunk function twice more, in the
+    parallel region and in the function around it.  Each such pass over a large chunk
+    function, such as the arithmetic's, costs 3-6 s of LLVM time: per record class the
+    overload and prange drivers compiled in 24 s what this one compiles in 3 s, Zen 3,
+    2026-11-28.)"""
     cast = {np.bool_: "bool"}
     conv = [cast.get(t, f"np.{t.__name__}") for t in cls.dynamic_types]
     fields = ([f"r.{f}" for f in cls.static_fields]
               + [f"{cv}(dyn[{i}])" for i, cv in enumerate(conv)])
-    src = ("def impl(static, dyn, lo, hi, c, args):\n"
+    name = f"{cls.__name__}_drive"
+    src = (f"def {name}(static, dyn, n, c0, c1, args):\n"
            "    r = static[0]\n"
            f"    k = cls({', '.join(fields)})\n"
-           "    chunk(k, lo, hi, c, *args)\n")
-    scope = {"np": np, "cls": cls, "chunk": cls.chunk}
-    exec(compile(src, f"<softfloat._driver record {cls.__name__}>", "exec"), scope)
-    return scope["impl"]
+           "    for c in range(c0, c1):\n"
+           "        lo = c * CHUNK\n"
+           "        chunk(k, lo, min(n, lo + CHUNK), c, *args)\n")
+    chunk = cls.chunk
+    filename = getattr(chunk, "py_func", chunk).__code__.co_filename
+    scope = {"np": np, "CHUNK": CHUNK, "cls": cls, "chunk": chunk, "__name__": cls.__module__}
+    exec(compile(src, filename, "exec"), scope)
+    return njit(cache=True, nogil=True)(scope[name])
 
 
-def _call_chunk(static, dyn, lo, hi, c, args):
-    raise NotImplementedError("only callable from Numba-compiled code")
+#: the worker threads of parallel launches (made on first use; made again in a forked child,
+#: which inherits the object but not its threads)
+_POOL = None
+_POOL_LOCK = threading.Lock()
 
 
-@overload(_call_chunk)
-def _call_chunk_impl(static, dyn, lo, hi, c, args):
-    # Chosen at compile time from the structured array's type: its first field names the
-    # record class.
-    cls = _RECORDS[static.dtype.members[0][0]]
-    if len(dyn) != len(cls.dynamic_types):
-        raise TypeError(f"{cls.__name__}: launch takes {len(cls.dynamic_types)} dynamic "
-                        f"values, got {len(dyn)}")
-    return _chunk_caller(cls)
+def _reset_pool_in_child():
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
 
 
-@njit(cache=True, inline="always")
-def _run_chunk(static, dyn, n, c, args):
-    """Chunk c of [0, n): elements [c * CHUNK, min(n, (c + 1) * CHUNK)), row c."""
-    # Numba types the prange index as int64 when it types drive_parallel and as uint64 in the
-    # parallel region it builds: np.int64 keeps one signature for the chunk functions (else
-    # each is compiled twice, doubling the cold compile time).  (Inlined: the cast sits in the
-    # loop body as if written there.)
-    ci = np.int64(c)
-    lo = ci * CHUNK
-    _call_chunk(static, dyn, lo, min(n, lo + CHUNK), ci, args)
+os.register_at_fork(after_in_child=_reset_pool_in_child)
 
 
-@njit(parallel=True, cache=True)
-def drive_parallel(static, dyn, n, args):
-    """Chunks of [0, n) in a prange loop (see the module docstring)."""
-    for c in prange((n + CHUNK - 1) // CHUNK):
-        _run_chunk(static, dyn, n, c, args)
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max(1, numba.config.NUMBA_NUM_THREADS - 1),
+                                           thread_name_prefix="softfloat-driver")
+    return _POOL
 
 
-@njit(cache=True)
-def drive_serial(static, dyn, n, args):
-    """The same chunks in the same order, on the calling thread."""
-    for c in range((n + CHUNK - 1) // CHUNK):
-        _run_chunk(static, dyn, n, c, args)
+def runs(nc: int, t: int) -> list:
+    """The bounds of t contiguous runs of nc chunks: run i is chunks cut[i] .. cut[i+1]-1, the
+    runs' lengths differ by at most one."""
+    return [nc * i // t for i in range(t + 1)]
 
 
 def launch(static, dynamic: tuple, n: int, *args) -> None:
     """Run the chunk function of the record class of ``static`` (a ``Cls.params`` array) with
-    the per-call values ``dynamic`` over the n elements: serially when n <= SERIAL_MAX (read at
-    call time, so tests can move it), in parallel otherwise; nothing for n = 0."""
+    the per-call values ``dynamic`` over the n elements: on the calling thread when
+    n <= SERIAL_MAX (read at call time, so tests can move it) or Numba's thread count
+    (``numba.get_num_threads()``, which ``numba.set_num_threads`` and
+    softfloat._threads.serial_if_small set) is 1; otherwise the chunks are cut into that many
+    contiguous runs, one per thread, the calling thread taking the first.  Nothing runs for
+    n = 0."""
     if n <= 0:
         return
+    cls = _RECORDS[static.dtype.names[0]]
+    if len(dynamic) != len(cls.dynamic_types):
+        raise TypeError(f"{cls.__name__}: launch takes {len(cls.dynamic_types)} dynamic "
+                        f"values, got {len(dynamic)}")
     # n as a Python int (typed int64, as np.int64 would be): Numba types a numpy scalar
     # argument about 1.5 us slower per call (measured)
-    (drive_serial if n <= SERIAL_MAX else drive_parallel)(static, dynamic, int(n), args)
+    n = int(n)
+    nc = (n + CHUNK - 1) // CHUNK
+    drive = cls.drive
+    if n <= SERIAL_MAX:
+        drive(static, dynamic, n, 0, nc, args)
+        return
+    t = min(numba.get_num_threads(), nc)
+    if t <= 1:
+        drive(static, dynamic, n, 0, nc, args)
+        return
+    cut = runs(nc, t)
+    pool = _pool()
+    futures = [pool.submit(drive, static, dynamic, n, cut[i], cut[i + 1], args)
+               for i in range(1, t)]
+    try:
+        drive(static, dynamic, n, cut[0], cut[1], args)
+    finally:
+        # every run has ended before launch returns or raises (the arrays are the caller's)
+        for f in futures:
+            f.result()

@@ -12,10 +12,10 @@ the same time both compile it: the test suite's two pytest-xdist workers did so 
 their 1880 s of compilation on a 2-core host (2026-11-28, measured with Numba's compile events).
 ``make test`` runs this first, so the workers load these kernels instead.
 
-A *group* is a set of calls that compiles one family of kernels, serial and parallel drivers
-both.  Groups that share uncached inner passes (the rounding passes of one lane width, which
-are compiled into each caller and not cached on their own) are in one *chain*, run in order in
-one process, so that no pass is compiled twice; the chains run in parallel.
+A *group* is a set of calls that compiles one family of kernels.  Groups that share uncached
+inner passes (the rounding passes of one lane width, which are compiled into each caller and not
+cached on their own) are in one *chain*, run in order in one process, so that no pass is
+compiled twice; the chains run in parallel.
 """
 
 from __future__ import annotations
@@ -33,31 +33,24 @@ __all__ = ["GROUPS", "CHAINS", "run_group", "main"]
 _OPS = ("add", "sub", "mul", "div", "sqrt", "fma")
 
 
-def _sizes():
-    """A small array (serial driver) and one just above the serial limit (parallel driver)."""
-    from ._driver import SERIAL_MAX
-    return (1000, SERIAL_MAX + 1)
-
-
 def _round(dtype):
     import softfloat as sf
     fmt = sf.get_format("fp16")
-    for n in _sizes():
-        x = np.linspace(-70000.0, 70000.0, n).astype(dtype)
-        for mode, kw in (("rne", {}), ("sr", {"seed": 0})):
-            sf.round(x, fmt, mode, **kw)
-            sf.round(x, fmt, mode, flags=sf.Flags(), **kw)
+    # (one size: small and large arrays run the same compiled driver, softfloat._driver)
+    x = np.linspace(-70000.0, 70000.0, 1000).astype(dtype)
+    for mode, kw in (("rne", {}), ("sr", {"seed": 0})):
+        sf.round(x, fmt, mode, **kw)
+        sf.round(x, fmt, mode, flags=sf.Flags(), **kw)
 
 
 def _arith(fname, mode):
     import softfloat as sf
     fmt = sf.get_format(fname)
     kw = {"seed": 0} if mode == "sr" else {}
-    for n in _sizes():
-        x = np.linspace(0.5, 3.0, n).astype(np.float32)
-        for op in _OPS:
-            args = (x,) if op == "sqrt" else (x, x, x) if op == "fma" else (x, x)
-            getattr(sf, op)(*args, fmt, mode, flags=sf.Flags(), **kw)
+    x = np.linspace(0.5, 3.0, 1000).astype(np.float32)
+    for op in _OPS:
+        args = (x,) if op == "sqrt" else (x, x, x) if op == "fma" else (x, x)
+        getattr(sf, op)(*args, fmt, mode, flags=sf.Flags(), **kw)
 
 
 #: name -> (what it compiles, the calls)

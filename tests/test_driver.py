@@ -152,3 +152,71 @@ def test_record_classes_pickle_by_name_and_a_removed_one_to_a_placeholder():
     assert stale is _driver._record_class(__name__, "NoSuchRecord")
     assert stale is not Probe and stale.__name__ == "Stale_NoSuchRecord"
     assert _driver._record_class("no_such_module_here", "Probe").__name__ == "Stale_Probe"
+
+
+@njit
+def _visit_chunk(k, lo, hi, c, rows):
+    rows[c, 0] += 1
+    rows[c, 1] = hi - lo
+
+
+Visit = record("Visit", (), _visit_chunk, __name__)
+
+
+@pytest.mark.parametrize("nc,t", [(1, 1), (5, 2), (4, 2), (7, 3), (64, 5), (3, 3)])
+def test_the_runs_cover_every_chunk_once_in_order(nc, t):
+    cut = _driver.runs(nc, t)
+    assert cut[0] == 0 and cut[-1] == nc and len(cut) == t + 1
+    lengths = np.diff(cut)
+    assert lengths.min() >= 1 and lengths.max() - lengths.min() <= 1
+
+
+@pytest.mark.parametrize("threads", sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}))
+def test_a_parallel_launch_runs_every_chunk_exactly_once(threads):
+    n = 9 * CHUNK + 3
+    before = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        rows = flag_table(n, 2)
+        launch(Visit.params(), (), n, rows)
+    finally:
+        numba.set_num_threads(before)
+    assert rows[:, 0].tolist() == [1] * 10
+    assert rows[:, 1].tolist() == [CHUNK] * 9 + [3]
+
+
+_FORK_CHILD = """
+import multiprocessing as mp
+import numpy as np
+import numba
+from softfloat._driver import CHUNK, flag_table, launch
+import test_driver as T
+
+def run(q):
+    rows = flag_table(20 * CHUNK, 2)             # above SERIAL_MAX: the pool's threads
+    launch(T.Visit.params(), (), 20 * CHUNK, rows)
+    q.put(rows[:, 0].tolist())
+
+if __name__ == "__main__":
+    run(mp.Queue())                      # the parent's pool now has its threads
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=run, args=(q,), daemon=True)
+    p.start()                            # (daemon: a hung child dies with this process)
+    print(q.get(timeout=60))
+    p.join(30)
+    print(p.exitcode)
+"""
+
+
+def test_a_forked_child_makes_its_own_worker_threads(tmp_path):
+    """A forked child inherits the pool object but none of its threads: launches in the child
+    must not wait forever on them."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    script = tmp_path / "forkprobe.py"
+    script.write_text(_FORK_CHILD)
+    proc = subprocess.run([sys.executable, str(script)], cwd=root, capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(root / "tests"), str(root)])))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:2] == [str([1] * 20), "0"]
