@@ -20,8 +20,9 @@ install: $(STAMP)
 # processes share Numba's on-disk cache, so a kernel compiled in one is loaded by the others.
 # Numba's cold compilation is most of a fresh clone's test time and runs on one core: two
 # processes on a 2-core host took a clean clone's pytest from 16:25 to 10:40-12:30
-# (2026-11-28).  XDIST= runs everything in one process.
-XDIST ?= -n auto --maxprocesses 4 --dist loadfile
+# (2026-11-28).  --no-loadscope-reorder keeps the collection's order, in which
+# tests/conftest.py puts the long exhaustive files first.  XDIST= runs everything in one process.
+XDIST ?= -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 ## Every test, the exhaustive 2^32 conversions (marked slow) included.  The most used kernels
 ## are compiled first, one process per core (softfloat/precompile.py): the two test processes
