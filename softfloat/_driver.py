@@ -304,10 +304,7 @@ def launch(static, dynamic: tuple, n: int, *args) -> None:
     n = int(n)
     nc = (n + CHUNK - 1) // CHUNK
     drive = cls.drive
-    if n <= SERIAL_MAX:
-        drive(static, dynamic, n, 0, nc, args)
-        return
-    t = min(numba.get_num_threads(), nc)
+    t = 1 if n <= SERIAL_MAX else min(numba.get_num_threads(), nc)
     if t <= 1:
         drive(static, dynamic, n, 0, nc, args)
         return
