@@ -204,7 +204,8 @@ def record(name: str, fields, chunk, module: str, dynamic=()):
     assign it to the module-level name ``name`` of ``module`` (Numba's cache refers to the
     class by its module and name, see RecordClass).  ``Cls.params(*values)`` makes the static
     part that ``launch`` takes; the per-call values go in launch's ``dynamic`` tuple, in
-    order."""
+    order.  ``chunk=None`` makes a record type only: a class that chunk functions build and
+    pass on (``Cls(*k)``) but that cannot be launched."""
     dynamic = tuple(dynamic)
     base = collections.namedtuple(name, tuple(fields) + tuple(f for f, _ in dynamic),
                                   module=module)
@@ -218,7 +219,7 @@ def record(name: str, fields, chunk, module: str, dynamic=()):
                          f"({_RECORDS[cls.tag].__module__})")
     _RECORDS[cls.tag] = cls
     cls.params = classmethod(_params)
-    cls.drive = _driver(cls)
+    cls.drive = None if chunk is None else _driver(cls)
     return cls
 
 
@@ -304,6 +305,9 @@ def launch(static, dynamic: tuple, n: int, *args) -> None:
     n = int(n)
     nc = (n + CHUNK - 1) // CHUNK
     drive = cls.drive
+    if drive is None:
+        raise TypeError(f"{cls.__name__} is a record type without a chunk function: it cannot "
+                        "be launched")
     t = 1 if n <= SERIAL_MAX else min(numba.get_num_threads(), nc)
     if t <= 1:
         drive(static, dynamic, n, 0, nc, args)

@@ -908,34 +908,43 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
             _value_block(xs[lo:hi], os[lo:hi], base + lo, c, k, counts)
 
 
-@njit(cache=True)
-def _vec_chunk(k, lo, hi, c, xb, ob, counts):
-    """Round elements [lo, hi) of the input patterns xb into the output patterns ob."""
-    xs = xb[lo:hi]
-    os = ob[lo:hi]
-    base = k.base + lo
-    if k.is_sr:
-        if k.want_flags:
-            _chunk_passes(k, xs, os, base, counts, c, True, True)
-        else:
-            _chunk_passes(k, xs, os, base, counts, c, True, False)
-    elif k.want_flags:
-        _chunk_passes(k, xs, os, base, counts, c, False, True)
-    else:
-        _chunk_passes(k, xs, os, base, counts, c, False, False)
-
-
 #: The call record of the vectorised kernel (see softfloat._driver): VecParams' fields, the
 #: format's (FormatParams, for round_value in pass 3), the stochastic-rounding key, the global
-#: index of element 0 and whether flags are counted.
-RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields, _vec_chunk, __name__,
+#: index of element 0 and whether flags are counted.  The type the passes are compiled for: the
+#: launch classes below and the arithmetic's rebuild it (``RoundVec(*k)``, the same fields in
+#: the same order), so that one compiled set of passes per lane width serves them all.
+RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields, None, __name__,
                   dynamic=(("key", np.uint64), ("base", np.int64), ("want_flags", np.bool_)))
+
+
+def _round_record(name, is_sr, want_flags):
+    """The launch class of sf.round for one (stochastic rounding, flags counted) pair: its
+    chunk function runs _chunk_passes with both as literals, so that a call compiles only the
+    passes of its own pair.  (One chunk function branching on them at run time compiled all
+    four sets at the first call: the first sf.round(x, "fp16") of a process took 58 s on the
+    2-core Zen 3 host, 2026-11-28.)  The closure holds two booleans only (Numba keys a cached
+    closure by its cells' pickled values)."""
+    def chunk(k, lo, hi, c, xb, ob, counts):
+        kv = RoundVec(*k)
+        _chunk_passes(kv, xb[lo:hi], ob[lo:hi], kv.base + lo, counts, c, is_sr, want_flags)
+    chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
+    return record(name, RoundVec.static_fields, njit(cache=True)(chunk), __name__,
+                  dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
+
+
+# The launch class of each (is_sr, want_flags) pair, bound to its module-level name (Numba's
+# cache refers to a record class by module and name).
+_ROUND_RECORDS = {}
+for _sr, _flags, _name in ((False, False, "RoundVecDet"), (False, True, "RoundVecDetFlags"),
+                           (True, False, "RoundVecSr"), (True, True, "RoundVecSrFlags")):
+    _ROUND_RECORDS[_sr, _flags] = globals()[_name] = _round_record(_name, _sr, _flags)
 
 
 @functools.lru_cache(maxsize=512)
 def vec_static(cls, fmt, mode: int, rbits: int, lane):
-    """The static part (softfloat._driver) of a record of class ``cls`` (RoundVec, or an
-    arithmetic record with its fields) for fmt, mode, sr bits and lane type: made once."""
+    """The static part (softfloat._driver) of a record of class ``cls`` (a launch class of
+    sf.round or of the arithmetic, with RoundVec's fields) for fmt, mode, sr bits and lane
+    type: made once."""
     return cls.params(*vec_params(fmt, mode, rbits, lane), *fmt.kernel_params())
 
 
@@ -944,5 +953,7 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     float32 / float64 input, made by the caller) into the carrier patterns ob (uint32 / uint64
     views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
     table.  Requires vec_supported(fmt, input dtype)."""
-    launch(vec_static(RoundVec, fmt, int(mode), int(rbits), xb.dtype.type),
-           (np.uint64(key), int(base), bool(want_flags)), xb.size, xb, ob, counts)
+    want_flags = bool(want_flags)
+    launch(vec_static(_ROUND_RECORDS[int(mode) == SR, want_flags], fmt, int(mode), int(rbits),
+                      xb.dtype.type),
+           (np.uint64(key), int(base), want_flags), xb.size, xb, ob, counts)

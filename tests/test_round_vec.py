@@ -219,3 +219,41 @@ def test_later_pass_is_vectorised_when_compiled_on_its_own():
     want = sf.round(x, fmt, "rne").view(np.uint32)
     assert done.sum() > x.size // 2
     assert np.array_equal(out[done], want[done])
+
+
+_FIRST_CALL_PROBE = """
+import json
+import numpy as np
+import softfloat as sf
+from softfloat import _kernels_round_vec as KV
+names = ("RoundVecDet", "RoundVecDetFlags", "RoundVecSr", "RoundVecSrFlags")
+def count():
+    return {n: len(getattr(KV, n).drive.signatures) for n in names}
+x = np.linspace(-3, 3, 1000, dtype=np.float32)
+seen = [count()]
+sf.round(x, "fp16")
+seen.append(count())
+sf.round(x, "bf16", "sr", seed=1, flags=sf.Flags())
+seen.append(count())
+print(json.dumps(seen))
+"""
+
+
+def test_a_call_compiles_only_the_passes_of_its_mode_family_and_flags():
+    """sf.round launches one of four record classes by (stochastic rounding, flags counted),
+    each compiling _chunk_passes for its own pair only: in a fresh process the first rne call
+    without flags compiles (or loads) one driver, of RoundVecDet, and none of the other three."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FIRST_CALL_PROBE], capture_output=True,
+                         text=True, check=True).stdout
+    before, rne, sr_flags = json.loads(out.splitlines()[-1])
+    assert before == {"RoundVecDet": 0, "RoundVecDetFlags": 0, "RoundVecSr": 0,
+                      "RoundVecSrFlags": 0}
+    assert rne == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
+                   "RoundVecSrFlags": 0}
+    assert sr_flags == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
+                        "RoundVecSrFlags": 1}
+    assert KV.RoundVec.drive is None          # the passes' record type is never launched
