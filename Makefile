@@ -16,8 +16,10 @@ $(STAMP): setup.cfg pyproject.toml
 install: $(STAMP)
 
 # Test processes (pytest-xdist): one per core, at most 4.  Each test file runs whole in one
-# process (--dist loadfile: module fixtures such as the Dask cluster are made once), and the
-# processes share Numba's on-disk cache, so a kernel compiled in one is loaded by the others.
+# process (--dist loadfile: module fixtures such as the Dask cluster are made once; the mx
+# files, and the dfp files, are one unit each, tests/conftest.py: they share kernels no
+# precompile group compiles), and the processes share Numba's on-disk cache, so a kernel
+# compiled in one is loaded by the others.
 # Numba's cold compilation is most of a fresh clone's test time and runs on one core: two
 # processes on a 2-core host took a clean clone's pytest from 16:25 to 10:40-12:30
 # (2026-11-28).  --no-loadscope-reorder keeps the collection's order, in which

@@ -4,6 +4,7 @@ compiles the drivers of its kernels."""
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -57,3 +58,18 @@ def test_a_group_compiles_the_drivers_of_its_kernels():
     x = np.linspace(0.5, 3.0, 1000).astype(np.float32)
     assert np.array_equal(sf.div(x, x[::-1], "fp32").view(np.uint32),
                           (x / x[::-1]).view(np.uint32))
+
+
+def test_test_families_are_one_work_unit_each_and_other_files_their_own():
+    """tests/conftest.py's xdist scheduling: the mx and dfp test files form one unit each (so
+    one test process compiles their kernels); every other file is its own unit, as under
+    --dist loadfile; each family still names several existing files."""
+    from conftest import FAMILIES, work_unit
+
+    here = pathlib.Path(__file__).parent
+    for prefix, unit in FAMILIES.items():
+        files = sorted(p.name for p in here.glob(prefix + "*.py"))
+        assert len(files) >= 2, (prefix, files)
+        assert {work_unit(f"tests/{f}") for f in files} == {unit}
+    assert work_unit("tests/test_driver.py") == "tests/test_driver.py"
+    assert work_unit("tests/test_mixed.py") == "tests/test_mixed.py"
