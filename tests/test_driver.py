@@ -99,7 +99,6 @@ def test_a_launch_with_the_wrong_number_of_dynamic_values_is_refused():
                flag_table(2, 2))
 
 
-
 ProbeType = record("ProbeType", ("lane_mask",), None, __name__, dynamic=(("key", np.uint64),))
 
 
@@ -110,6 +109,7 @@ def test_a_record_type_without_chunk_function_cannot_be_launched():
     with pytest.raises(TypeError, match="ProbeType is a record type without a chunk function: "
                                         "it cannot be launched"):
         launch(ProbeType.params(np.uint64(0)), (np.uint64(0),), 5)
+
 
 _CACHED_MODULE = '''
 import numpy as np
