@@ -92,7 +92,7 @@ def test_nvfp4_long_k_is_summed_in_exact_slabs():
 
 
 def test_tiny_blocks_off_the_short_grid_take_the_fp32_route():
-    from softfloat.mx._gemm import _in_format
+    from softfloat.mx._gemm import _operands
     rng = np.random.default_rng(4)
     A = _data(rng, (3, 64))
     A[0, :32] *= np.float32(2.0 ** -125)                  # block scale 2^-127: elements 2^-136
@@ -100,10 +100,69 @@ def test_tiny_blocks_off_the_short_grid_take_the_fp32_route():
     qb = mx.quantize(_data(rng, (64, 4)), "mxfp8_e4m3", axis=0)
     a32 = qa.dequantize()
     assert (np.abs(a32[0, :32]) < 2.0 ** -126).any()
-    assert _in_format(a32, qb.dequantize(), 4).name == "fp32"
-    assert _in_format(qb.dequantize(), qb.dequantize(), 4).name == "mx-operands-p4"
+    A32, B32, fmt = _operands(qa, qb, 32, 32)
+    assert np.array_equal(A32, a32) and np.array_equal(B32, qb.dequantize())
+    assert fmt.name == "fp32"
+    qn = mx.quantize(_data(rng, (3, 64)), "mxfp8_e4m3")   # no value below 2^-126
+    assert _operands(qn, qb, 32, 32)[2].name == "mx-operands-p4"
     check(qa, qb, "ideal-fp32")
     check(qa, qb, "blocked")
+
+
+@pytest.mark.parametrize("fmt,kw,block", [
+    ("nvfp4", {"tensor_scale": 0.01}, None),         # tensor scales of two 12-bit parts each
+    ("nvfp4", {"tensor_scale": 0.5}, None),          # one part
+    ("mxfp6_e2m3", {}, (8, 32)),                     # 2-D tiles
+    ("mxint8", {}, None),
+])
+def test_ideal_operands_are_the_scaled_values_side_by_side(fmt, kw, block):
+    """The ideal model's operands (one kernel pass per operand and tensor-scale part) against
+    numpy's float64 arithmetic on the same parts: A' = [A t_a1, A t_a1, A t_a2, A t_a2] and
+    B' = [B t_b1; B t_b2; B t_b1; B t_b2] (softfloat/mx/_gemm.py), bit for bit."""
+    from softfloat.mx._gemm import _kblock, _operands, _split12
+    rng = np.random.default_rng(7)
+    bk = {} if block is None else {"block": block}
+    qa = mx.quantize(_data(rng, (24, 96)), fmt, **bk, **kw)
+    qb = mx.quantize(_data(rng, (96, 40)), fmt, **({"axis": 0} if block is None else bk),
+                     **({"tensor_scale": 0.3} if kw else {}))
+    ta = 1.0 if qa.tensor_scale is None else float(qa.tensor_scale)
+    tb = 1.0 if qb.tensor_scale is None else float(qb.tensor_scale)
+    A = qa.elements.astype(np.float64) * (qa.block_scales() / ta)   # block scales alone: exact
+    B = qb.elements.astype(np.float64) * (qb.block_scales() / tb)
+    pa, pb = _split12(qa.tensor_scale), _split12(qb.tensor_scale)
+    want_a = np.concatenate([A * x for x in pa for _ in pb], axis=1).astype(np.float32)
+    want_b = np.concatenate([B * y for _ in pa for y in pb], axis=0).astype(np.float32)
+    A32, B32, _ = _operands(qa, qb, _kblock(qa, "qa"), _kblock(qb, "qb"))
+    assert A32.view(np.uint32).tobytes() == want_a.view(np.uint32).tobytes()
+    assert B32.view(np.uint32).tobytes() == want_b.view(np.uint32).tobytes()
+    if kw.get("tensor_scale") == 0.01:
+        assert len(pa) == 2 and A32.shape == (24, 4 * 96)
+
+
+def test_nvfp4_nan_scale_takes_the_general_route():
+    """A NaN block scale: the one-matmul NVFP4 route declines (its kernel counts the NaN) and
+    the general route gives NaN in that row only, the exact value elsewhere."""
+    from softfloat import get_format
+    from softfloat.mx._gemm import _ideal_nvfp4
+    x = np.ones((2, 32), np.float32)
+    x[0, 5] = np.nan
+    qa = mx.quantize(x, "nvfp4")
+    qb = mx.quantize(np.ones((32, 2), np.float32), "nvfp4", axis=0)
+    assert np.isnan(qa.scales[0, 0])
+    assert _ideal_nvfp4(qa, qb, get_format("fp32")) is None
+    D = mx.gemm(qa, qb)
+    assert np.isnan(D[0]).all()
+    finite_row = check(mx.quantize(x[1:], "nvfp4"), qb, "ideal-fp32")
+    assert np.array_equal(D[1:], finite_row)
+
+
+def test_ideal_refuses_a_scaled_operand_beyond_float32():
+    x = np.full((1, 32), np.float32(3.4e38))          # ceil scale 2^120, element 256: 2^128
+    qa = mx.quantize(x, "mxfp8_e4m3", scale_rule="ceil")
+    qb = mx.quantize(np.ones((32, 1), np.float32), "mxfp8_e4m3", axis=0)
+    assert np.isinf(qa.dequantize()).all()
+    with pytest.raises(ValueError, match="leaves float32's range"):
+        mx.gemm(qa, qb)
 
 
 def _mx_row(values_and_exponents, k=96):

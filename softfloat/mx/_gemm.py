@@ -134,20 +134,55 @@ def _precision(q: BlockTensor, tparts: int) -> int:
     return p + (12 if tparts > 1 or q.tensor_scale is not None else 0)
 
 
-def _in_format(A32, B32, p):
+def _in_format(p: int, offgrid: int):
     """The input format handed to tensorcore: 8 exponent bits (float32's range) and p - 1
     fraction bits -- the operands' true precision, which lets its exactness certificate prove
     most dot products exact (with fp32's 24 bits it cannot, and MX data put many exact sums on
     fp32 rounding ties, which then need its slow exact path).  Values below 2^-126 must also
-    lie on that format's subnormal grid (multiples of 2^(-126 - (p - 1))); if one does not,
-    fp32 itself (always valid, slower)."""
-    fmt = Format(f"mx-operands-p{p}", 8, p - 1)
-    tiny = np.float32(2.0 ** -126)
-    for X in (A32, B32):
-        small = X[(np.abs(X) < tiny) & (X != 0)]
-        if small.size and not np.array_equal(_round(small, fmt), small):
-            return get_format("fp32")
-    return fmt
+    lie on that format's subnormal grid (multiples of 2^(-126 - (p - 1))); where ``offgrid``
+    of them do not (KG.scaled_operand's count), fp32 itself (always valid, slower)."""
+    return Format(f"mx-operands-p{p}", 8, p - 1) if offgrid == 0 else get_format("fp32")
+
+
+def _scaled(qa, qb, kba, kbb, parts, grid, new, dtype=np.float32):
+    """(A, B, inexact, offgrid, nonfinite): the scaled operands rounded to float32 (C-contiguous,
+    m x k' and k' x n, of ``dtype``: float32, or float64 holding the same values, in arrays
+    made by new(name, shape, dtype)), the (x, y) tensor-scale parts of ``parts`` laid side by
+    side along k (A t_x next to A t_x', B t_y below B t_y'), by KG.scaled_operand, whose counts
+    are summed."""
+    m, k = qa.shape
+    n = qb.shape[1]
+    A32 = new("mx_a", (m, k * len(parts)), dtype)
+    B32 = new("mx_b", (k * len(parts), n), dtype)
+    ea = np.ascontiguousarray(qa.elements, dtype=np.float32)
+    eb = np.ascontiguousarray(qb.elements, dtype=np.float32)
+    sa = _scales_along_k(qa, "qa")                            # (m, k-blocks)
+    sb = np.ascontiguousarray(_scales_along_k(qb, "qb").T)    # (k-blocks, n)
+    counts = np.zeros(3, np.int64)
+    for q, (x, y) in enumerate(parts):
+        for e, s, kb, rows, f, out in ((ea, sa, kba, False, x, A32), (eb, sb, kbb, True, y, B32)):
+            counts += KG.scaled_operand(e, s, kb, rows, float(f), out, q * k, grid)
+    return (A32, B32, *(int(c) for c in counts))
+
+
+def _operands(qa, qb, kba, kbb):
+    """(A32, B32, input format) of the ideal model: the dequantized operands as float32
+    (C-contiguous m x k' and k' x n, per-thread scratch arrays valid until the next call),
+    with NVFP4's tensor scales split into parts of at most 12 bits laid side by side along k
+    (module docstring), and the format their values lie in (_in_format).  ValueError where
+    float32 does not hold a scaled value."""
+    from ..tensorcore._prep import scratch
+    pa = _split12(qa.tensor_scale)
+    pb = _split12(qb.tensor_scale)
+    p = max(_precision(qa, len(pa)), _precision(qb, len(pb)))
+    A32, B32, inexact, offgrid, _ = _scaled(qa, qb, kba, kbb, [(x, y) for x in pa for y in pb],
+                                            (1 << max(24 - p, 0)) - 1, scratch)
+    if inexact:
+        raise ValueError("mx.gemm ideal-fp32: a scaled operand leaves float32's range (|v| >= "
+                         "2^128 after a ceil/even/rceil scale of inputs above 2^127, or a "
+                         "tensor scale pushing values below 2^-149); the exact path takes "
+                         "float32-range operands")
+    return A32, B32, _in_format(p, offgrid)
 
 
 #: NVFP4's scaled elements e * s are multiples of 2^-10 (e2m1: of 2^-1; the E4M3 scale: of
@@ -163,15 +198,17 @@ def _ideal_nvfp4(qa, qb, out_fmt):
     the result S * t_a t_b is then rounded once (scale_exact's round-to-odd product, then one
     rounding to out_format).  Returns None where that does not apply (a sum beyond 2^53 units,
     NaN scales): the caller takes the general route."""
-    A = qa.elements.astype(np.float64) * np.repeat(
-        _scales_along_k(qa, "qa"), _kblock(qa, "qa"), axis=1)[:, :qa.shape[1]]
-    B = (qb.elements.T.astype(np.float64) * np.repeat(
-        _scales_along_k(qb, "qb"), _kblock(qb, "qb"), axis=1)[:, :qb.shape[0]]).T
-    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+    from ..tensorcore._prep import scratch
+    # e * s: at most 2 + 4 significant bits between 2^-10 and 2688, exact in float32, written
+    # as float64 (the matmul's type) into per-thread scratch arrays (tensorcore's: fresh 8 MB
+    # arrays cost their page faults, about 1.5 ms each at n = 1024)
+    A, B, inexact, _, nonfinite = _scaled(qa, qb, _kblock(qa, "qa"), _kblock(qb, "qb"),
+                                          [(1.0, 1.0)], 0, scratch, np.float64)
+    if inexact or nonfinite:
         return None
     k = A.shape[1]
     if k <= NV_K_EXACT:
-        S = A @ B
+        S = np.matmul(A, B, out=scratch("mx_s", (A.shape[0], B.shape[1])))
     else:
         units = np.zeros((A.shape[0], B.shape[1]), dtype=np.int64)
         for k0 in range(0, k, NV_K_EXACT):
@@ -182,11 +219,10 @@ def _ideal_nvfp4(qa, qb, out_fmt):
         S = np.ldexp(units.astype(np.float64), -20)
     T = (1.0 if qa.tensor_scale is None else qa.tensor_scale) * \
         (1.0 if qb.tensor_scale is None else qb.tensor_scale)      # exact: 24 + 24 bits
-    out = np.empty_like(S)
-    KG.scale_exact(S, T, out)
+    KG.scale_exact(S, T, S)                 # (element by element: in place)
     with np.errstate(over="ignore"):
-        return (out.astype(np.float32) if out_fmt.name == "fp32"
-                else _round(out, out_fmt).astype(np.float32))
+        return (S.astype(np.float32) if out_fmt.name == "fp32"
+                else _round(S, out_fmt).astype(np.float32))
 
 
 def _ideal(qa, qb, c, out_fmt):
@@ -196,25 +232,8 @@ def _ideal(qa, qb, c, out_fmt):
         D = _ideal_nvfp4(qa, qb, out_fmt)
         if D is not None:
             return D
-    A = qa.elements.astype(np.float64) * np.repeat(
-        _scales_along_k(qa, "qa"), _kblock(qa, "qa"), axis=1)[:, :qa.shape[1]]
-    Bt = qb.elements.T.astype(np.float64) * np.repeat(
-        _scales_along_k(qb, "qb"), _kblock(qb, "qb"), axis=1)[:, :qb.shape[0]]
-    pa = _split12(qa.tensor_scale)
-    pb = _split12(qb.tensor_scale)
-    if len(pa) * len(pb) > 1 or pa[0] != 1.0 or pb[0] != 1.0:
-        A = np.concatenate([A * x for x in pa for _ in pb], axis=1)
-        Bt = np.concatenate([Bt * y for _ in pa for y in pb], axis=1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        A32 = A.astype(np.float32)
-        B32 = np.ascontiguousarray(Bt.T).astype(np.float32)
-    if not (np.array_equal(A32, A, equal_nan=True) and np.array_equal(B32, Bt.T, equal_nan=True)):
-        raise ValueError("mx.gemm ideal-fp32: a scaled operand leaves float32's range (|v| >= "
-                         "2^128 after a ceil/even/rceil scale of inputs above 2^127, or a "
-                         "tensor scale pushing values below 2^-149); the exact path takes "
-                         "float32-range operands")
-    p = max(_precision(qa, len(pa)), _precision(qb, len(pb)))
-    tcm = TCModel("mx-ideal", None, None, "rne", _in_format(A32, B32, p), out_fmt)
+    A32, B32, in_fmt = _operands(qa, qb, _kblock(qa, "qa"), _kblock(qb, "qb"))
+    tcm = TCModel("mx-ideal", None, None, "rne", in_fmt, out_fmt)
     return tc_gemm(A32, B32, c, model=tcm)
 
 

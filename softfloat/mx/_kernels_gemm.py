@@ -1,4 +1,5 @@
-"""Numba kernel of mx.gemm's "blocked" model (semantics in softfloat/mx/__init__.py).
+"""Numba kernels of mx.gemm (semantics in softfloat/mx/__init__.py): the "blocked" model, the
+ideal model's exact final scaling (scale_exact) and its dequantized operands (scaled_operand).
 
 For each output (i, j), in k order over the K-blocks b:
     t_b = fp32( sum_{k in b} a_ik b_kj  *  sa_ib * sb_bj * T )          one RNE rounding
@@ -33,7 +34,7 @@ from numba import njit, prange
 
 from .._primitives import fold_odd, two_prod_err, two_sum_err
 
-__all__ = ["blocked_gemm", "scale_exact"]
+__all__ = ["blocked_gemm", "scale_exact", "scaled_operand"]
 
 
 @njit(cache=True)
@@ -107,3 +108,65 @@ def scale_exact(S, T, out):
             else:
                 v = v * T
             out[i, j] = v
+
+
+#: float32's smallest normal pattern (magnitudes below it are subnormal or zero).
+_F32_NORMAL = np.uint32(0x00800000)
+_F32_ABS = np.uint32(0x7FFFFFFF)
+_F32_INF = np.uint32(0x7F800000)
+
+
+@njit(cache=True, error_model="numpy")
+def _put(v, grid):
+    """(float32(v), whether float32 does not hold v, whether float32(v) is a non-zero float32
+    subnormal with a bit in grid set, whether v is Inf or NaN) for one product v."""
+    f = np.float32(v)
+    a = f.view(np.uint32) & _F32_ABS
+    return (f, (np.float64(f) != v) & (v == v),
+            (a != 0) & (a < _F32_NORMAL) & ((a & grid) != 0), a >= _F32_INF)
+
+
+@njit(cache=True, error_model="numpy")
+def scaled_operand(e, s, kb, along_rows, x, out, off, grid):
+    """One operand of mx.gemm's ideal model, or one tensor-scale part of it: float32((e * s) * x)
+    element by element into out (float32, or float64 holding the same values), at column
+    offset off (along_rows False) or row offset off (True) of out.  e (r x c) the float32
+    elements; s their block scales in float64, s[i, j // kb] (along_rows False: A, blocked
+    along its columns) or s[i // kb, j] (True: B, blocked along its rows); x a float64 factor
+    (a part of the tensor scale, 1.0 without one).  Every product is exact in float64 (at most
+    8 + 4 + 12 significant bits, exponents far inside float64's range), so out holds the
+    dequantized value wherever float32 does.  Returns (inexact, offgrid, nonfinite): how many
+    values float32 does not hold (beyond its range, or below its subnormal quantum; a NaN is
+    held), how many non-zero float32 subnormals among the results have a bit of ``grid`` set
+    (grid = 2^(24 - p) - 1: off the subnormal grid of a format with p significant bits and
+    float32's exponent range), and how many results are Inf or NaN.  One thread: O(r c)
+    against the GEMM's O(r c n)."""
+    r, c = e.shape
+    inexact = 0
+    offgrid = 0
+    nonfinite = 0
+    grid = np.uint32(grid)
+    if along_rows:
+        for i in range(r):
+            si = s[i // kb]
+            oi = out[off + i]
+            ei = e[i]
+            for j in range(c):
+                oi[j], bad, og, nf = _put((np.float64(ei[j]) * si[j]) * x, grid)
+                inexact += bad
+                offgrid += og
+                nonfinite += nf
+    else:
+        srow = np.empty(c)                  # row i's scales spread over its columns
+        for i in range(r):
+            si = s[i]
+            for b in range(si.shape[0]):
+                srow[b * kb:min(c, (b + 1) * kb)] = si[b]
+            oi = out[i]
+            ei = e[i]
+            for j in range(c):
+                oi[off + j], bad, og, nf = _put((np.float64(ei[j]) * srow[j]) * x, grid)
+                inexact += bad
+                offgrid += og
+                nonfinite += nf
+    return inexact, offgrid, nonfinite
