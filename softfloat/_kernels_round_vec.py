@@ -753,8 +753,8 @@ def _special_pass(k, xs, os, left, b0, b1):
 
 # The later passes: one definition, ``_later_pass(elem)``, made into one ordinary (not
 # inlined) Numba function per element function.  Numba compiles each once per (lane types,
-# is_sr, want_flags), constants at every call but pass 3's want_flags (``every`` is a run-time
-# boolean; see _chunk_passes), in place of inlining the block loops
+# is_sr, want_flags), constants at every call but pass 3's is_sr and want_flags (``every`` is
+# a run-time boolean; see _chunk_passes), in place of inlining the block loops
 # at every call site of every specialisation of _chunk_passes (which doubled the cold compile
 # time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every element of every
 # block, else the marked elements of the blocks that hold some; left[b] = how many stay marked.
@@ -879,16 +879,19 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
     # dense: the first later pass does every block after the probe
     upto = nprobe if dense else nb
     # 'every' reaches the later passes as a run-time boolean, not a literal (dense, or
-    # marked_only: False), and so does want_flags for pass 3, which runs only on what pass 2
-    # leaves (float32 subnormals into e8m0, stochastic rounding far below a grid; its speed
-    # is measured in the CHANGELOG): Numba compiles a function once per
-    # literal value of an argument, and these passes are most of the conversion's compile time
-    # (the first sf.round of a process, every CI run: 66 -> 42 s for one fp16 rne call).
+    # marked_only: False), and so do want_flags and is_sr for pass 3, which runs only on what
+    # pass 2 leaves (float32 subnormals into e8m0, stochastic rounding far below a grid; its
+    # speed is measured in the CHANGELOG): Numba compiles a function once per literal value of
+    # an argument, and these passes are most of the conversion's compile time (the first
+    # sf.round of a process, every CI run: 66 -> 42 s for one fp16 rne call; pass 3 once per
+    # lane width, not per (lane width, is_sr): one compilation of 3.9 s less for a process
+    # that rounds both ways, 2026-11-29).
     # Pass 2 keeps want_flags a literal: without flags it is the hot pass of the directed
     # modes below 2^emin, where computing the flag bits costs ~30% (fp16 rtz, 4M subnormal
     # results: 2.3 vs 3.0 ms).
     marked_only = nb < 0
     flags_rt = want_flags | marked_only
+    sr_rt = is_sr | marked_only
     # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
     ext = (not want_flags) and k.lean_lo == 0
     if ext:
@@ -900,7 +903,7 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
         _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, dense, nprobe, nb)
     _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, marked_only, b_first,
                   upto)
-    _settle_pass3(k, xs, os, base, counts, c, is_sr, flags_rt, left, marked_only, b_first, nb)
+    _settle_pass3(k, xs, os, base, counts, c, sr_rt, flags_rt, left, marked_only, b_first, nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK
