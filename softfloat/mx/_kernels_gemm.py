@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._primitives import fold_odd, two_prod_err, two_sum_err
+from .._primitives import F32_ABS, F32_HIDDEN, F32_INF, fold_odd, two_prod_err, two_sum_err
 
 __all__ = ["blocked_gemm", "scale_exact", "scaled_operand"]
 
@@ -110,10 +110,6 @@ def scale_exact(S, T, out):
             out[i, j] = v
 
 
-#: float32's smallest normal pattern (magnitudes below it are subnormal or zero).
-_F32_NORMAL = np.uint32(0x00800000)
-_F32_ABS = np.uint32(0x7FFFFFFF)
-_F32_INF = np.uint32(0x7F800000)
 
 
 @njit(cache=True, error_model="numpy")
@@ -121,9 +117,10 @@ def _put(v, grid):
     """(float32(v), whether float32 does not hold v, whether float32(v) is a non-zero float32
     subnormal with a bit in grid set, whether v is Inf or NaN) for one product v."""
     f = np.float32(v)
-    a = f.view(np.uint32) & _F32_ABS
+    a = f.view(np.uint32) & F32_ABS
+    # (F32_HIDDEN, 2^23, is also the pattern of float32's smallest normal, 2^-126)
     return (f, (np.float64(f) != v) & (v == v),
-            (a != 0) & (a < _F32_NORMAL) & ((a & grid) != 0), a >= _F32_INF)
+            (a != 0) & (a < F32_HIDDEN) & ((a & grid) != 0), a >= F32_INF)
 
 
 @njit(cache=True, error_model="numpy")
