@@ -144,16 +144,18 @@ def _in_format(p: int, offgrid: int):
     return Format(f"mx-operands-p{p}", 8, p - 1) if offgrid == 0 else get_format("fp32")
 
 
-def _scaled(qa, qb, kba, kbb, parts, grid, new, dtype=np.float32):
+def _scaled(qa, qb, kba, kbb, parts, grid, dtype=np.float32):
     """(A, B, inexact, offgrid, nonfinite): the scaled operands rounded to float32 (C-contiguous,
-    m x k' and k' x n, of ``dtype``: float32, or float64 holding the same values, in arrays
-    made by new(name, shape, dtype)), the (x, y) tensor-scale parts of ``parts`` laid side by
-    side along k (A t_x next to A t_x', B t_y below B t_y'), by KG.scaled_operand, whose counts
-    are summed."""
+    m x k' and k' x n, of ``dtype``: float32, or float64 holding the same values), the (x, y)
+    tensor-scale parts of ``parts`` laid side by side along k (A t_x next to A t_x', B t_y
+    below B t_y'), by KG.scaled_operand, whose counts are summed.  A and B are tensorcore's
+    per-thread scratch arrays (valid until the next call on this thread): fresh 8 MB arrays
+    cost their page faults, about 1.5 ms each at n = 1024."""
+    from ..tensorcore._prep import scratch
     m, k = qa.shape
     n = qb.shape[1]
-    A32 = new("mx_a", (m, k * len(parts)), dtype)
-    B32 = new("mx_b", (k * len(parts), n), dtype)
+    A32 = scratch("mx_a", (m, k * len(parts)), dtype)
+    B32 = scratch("mx_b", (k * len(parts), n), dtype)
     ea = np.ascontiguousarray(qa.elements, dtype=np.float32)
     eb = np.ascontiguousarray(qb.elements, dtype=np.float32)
     sa = _scales_along_k(qa, "qa")                            # (m, k-blocks)
@@ -171,12 +173,11 @@ def _operands(qa, qb, kba, kbb):
     with NVFP4's tensor scales split into parts of at most 12 bits laid side by side along k
     (module docstring), and the format their values lie in (_in_format).  ValueError where
     float32 does not hold a scaled value."""
-    from ..tensorcore._prep import scratch
     pa = _split12(qa.tensor_scale)
     pb = _split12(qb.tensor_scale)
     p = max(_precision(qa, len(pa)), _precision(qb, len(pb)))
     A32, B32, inexact, offgrid, _ = _scaled(qa, qb, kba, kbb, [(x, y) for x in pa for y in pb],
-                                            (1 << max(24 - p, 0)) - 1, scratch)
+                                            (1 << max(24 - p, 0)) - 1)
     if inexact:
         raise ValueError("mx.gemm ideal-fp32: a scaled operand leaves float32's range (|v| >= "
                          "2^128 after a ceil/even/rceil scale of inputs above 2^127, or a "
@@ -200,10 +201,9 @@ def _ideal_nvfp4(qa, qb, out_fmt):
     NaN scales): the caller takes the general route."""
     from ..tensorcore._prep import scratch
     # e * s: at most 2 + 4 significant bits between 2^-10 and 2688, exact in float32, written
-    # as float64 (the matmul's type) into per-thread scratch arrays (tensorcore's: fresh 8 MB
-    # arrays cost their page faults, about 1.5 ms each at n = 1024)
+    # as float64 (the matmul's type)
     A, B, inexact, _, nonfinite = _scaled(qa, qb, _kblock(qa, "qa"), _kblock(qb, "qb"),
-                                          [(1.0, 1.0)], 0, scratch, np.float64)
+                                          [(1.0, 1.0)], 0, np.float64)
     if inexact or nonfinite:
         return None
     k = A.shape[1]
