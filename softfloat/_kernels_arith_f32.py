@@ -26,9 +26,10 @@ the other branches folded away.  Each chunk goes through two steps:
 Marked elements are NaN operands, invalid operations, x / 0 (13% of sf.div's elements on
 gradient-like fp16 data, whose flushed divisors are zeros; kind_counts() reports how many of
 each kind), and on route A what float32 cannot settle (overflow of an intermediate, error terms
-float32 cannot hold: rare on every data class).  In a chunk that holds one, ``_settle`` (a
-branch-free pass) writes the results of the first three kinds and passes over exact zero
-results, whose proxy is +0 too; ``_marked`` gives what remains, the SCALAR kind, to the scalar
+float32 cannot hold: rare on every data class).  In a chunk that holds one, ``_marked`` finds
+the +0 proxies (64 elements at a time), writes the results of the first three kinds, passes over
+exact zero results, whose proxy is +0 too (``_settle``, branch-free, where a block holds many;
+element by element where it holds few), and gives what remains, the SCALAR kind, to the scalar
 op, which ends in round_value.
 
 Imports numpy, numba and softfloat's kernel modules only.
@@ -123,12 +124,13 @@ def _round_b(kv, vbuf, os, base, c, counts):
 
 
 # ----- marked elements -------------------------------------------------------------------------
-# A chunk that holds a marked element goes through _settle (every element, branch-free) and,
-# where it leaves one, _marked (the scalar op, element by element).  _settle writes the results
-# whose float32 arithmetic decides them outright (NaN operands, invalid operations, x / 0) and
-# leaves the rest (route A's SCALAR kind) to _marked: the scalar op costs about 15 ns an element,
-# and x / 0 alone is 13% of the elements of sf.div on gradient-like fp16 data, whose flushed
-# divisors are zeros (1M elements, one thread, AVX-512: 1.4 ms with this pass, 4.4 ms with the
+# A chunk that holds a marked element goes through _marked, which scans it for +0 proxies 64
+# elements at a time and settles them: blocks with many at once by _settle (branch-free, every
+# element of the block), the others one element at a time.  Settling writes the results whose
+# float32 arithmetic decides them outright (NaN operands, invalid operations, x / 0) and leaves
+# the rest (route A's SCALAR kind) to the scalar op: it costs about 15 ns an element, and x / 0
+# alone is 13% of the elements of sf.div on gradient-like fp16 data, whose flushed divisors are
+# zeros (1M elements, one thread, AVX-512: 1.4 ms with the branch-free pass, 4.4 ms with the
 # scalar op for all).
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -173,7 +175,7 @@ def _special_kind(op, x, y, z):
 @njit(cache=True, error_model="numpy")
 def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, want_flags, counts,
             c):
-    """In a chunk that holds a marked element: every element whose proxy in buf is +0 gets
+    """In a block of a marked chunk (see _marked): every element whose proxy in buf is +0 gets
     its result if a NaN (the quiet NaN F32_QNAN, flag INVALID unless an operand is a NaN in a
     format that has one: softfloat._arith's _nan_result) or x / 0 (_divbyzero_result's dbzp or
     dbzn, by the xor of the operands' signs; flag DIVBYZERO), and is left as rounded if its
@@ -242,13 +244,48 @@ def _divbyzero_pattern(neg, fp):
     return np.float32(_divbyzero_result(neg, fp)[0]).view(np.uint32)
 
 
+#: A marked chunk with at least one +0 proxy in _DENSE elements is settled by _settle
+#: (branch-free, every element); below it each +0 proxy is settled on its own.  Zen 3, one
+#: thread, 256K fp16 elements: _settle costs about 1 ns an element, the settling of one element
+#: on its own about 20 ns (a few branches, mispredicted at random).  sf.div on gradient-like
+#: data (13% x / 0) stays dense; N(0,1) data with 1% NaN/Inf (1.3% NaN results) goes sparse.
+#: (Deciding per 64-element block instead made sf.div on gradient-like data 36% slower: a call
+#: of _settle per block.)
+_DENSE = 16
+
+
 @njit(cache=True, error_model="numpy")
-def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c):
-    """The scalar op (softfloat._arith, ending in round_value; same random bits as the
-    vectorised loops) for every element of a chunk whose proxy in buf is still +0 after
-    _settle, with its flags: the elements float32 cannot settle (route A's SCALAR kind).  The
-    rounding of the +0 proxy wrote +0 and counted no flag for each of them, so the scalar op's
-    result and flags replace it."""
+def _zeros(buf):
+    """How many proxies in buf are +0 (a 32-bit count, vectorised)."""
+    cnt = _U32_0
+    for j in range(buf.size):
+        cnt = vcount(cnt, buf[j] == 0)
+    return cnt
+
+
+@njit(cache=True, error_model="numpy")
+def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c, one,
+            ones, nil):
+    """Every element of a chunk whose proxy in buf is +0 (a marked element or an exact zero
+    result; the rounding wrote +0 and counted no flag for it) is settled: where they are
+    dense (one in _DENSE elements or more) by _settle, all at once, branch-free; otherwise each
+    on its own, by the same rules (_special_kind: a NaN result, x / 0, an exact zero left as
+    rounded), found 64 elements (_SCAN) at a time (a block without one is passed over by one
+    vectorised test).  What remains, route A's SCALAR kind, goes to the scalar op
+    (softfloat._arith, ending in round_value; same random bits as the vectorised loops),
+    whose result and flags replace the rounding's.  (_settle over every element of a marked
+    chunk was the only way before; on N(0,1) data with 1% NaN/Inf sprinkled every chunk holds
+    a mark, 1.3% of sf.add's elements: Zen 3, one thread, 256K fp16 elements, in one process,
+    sf.add 2.30 -> 2.07 ns an element, 1.29 without the NaN/Inf; sf.div 2.84 -> 2.46.)"""
+    nan_invalid = fp.inf_nan == 2
+    dbzp = _divbyzero_pattern(False, fp)
+    dbzn = _divbyzero_pattern(True, fp)
+    each = np.int64(_zeros(buf)) * _DENSE < buf.size
+    if not each and not _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp,
+                                dbzn, want_flags, counts, c):
+        return
+    n_inv = 0
+    n_dbz = 0
     for lo in range(0, buf.size, _SCAN):
         hi = min(buf.size, lo + _SCAN)
         if not _any_zero(buf[lo:hi]):
@@ -258,25 +295,39 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
             low = m & (~m + np.uint64(1))
             m ^= low
             j = lo + bit_length(low) - 1        # exact for any power of two
+            x = xs[j]
+            y = ys[j]
+            if each:
+                nan, nan_op, dbz, zero = _special_kind(op, x, y, zs[j])
+                if nan:
+                    os[j] = F32_QNAN
+                    n_inv += (not nan_op) | nan_invalid
+                    continue
+                if dbz:
+                    neg = ((np.float32(x).view(np.uint32) ^ np.float32(y).view(np.uint32))
+                           & F32_SIGN) != _U32_0
+                    os[j] = dbzn if neg else dbzp
+                    n_dbz += 1
+                    continue
+                if zero:
+                    continue
             u = random_bits(key, base + j) if mode == SR else U64_0
-            r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp,
-                              mode, u, rbits)
+            r, fl = scalar_op(op, np.float64(x), np.float64(y), np.float64(zs[j]), fp, mode, u,
+                              rbits)
             os[j] = np.float32(r).view(np.uint32)
             if want_flags:
                 add_flag_counts(counts, c, fl)
+    if want_flags:
+        counts[c, _INVALID_ROW] += n_inv
+        counts[c, _DIVBYZERO_ROW] += n_dbz
 
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c):
-    """A chunk holding a marked element, after its rounding: _settle, then _marked where it
-    leaves elements to the scalar op (buf: the proxies, of either route, in the lane type of
-    the record k)."""
-    fp = format_params_of(k)
-    if _settle(op, xs, ys, zs, buf, os, k.lane1, k.ones, k.lane0, fp.inf_nan == 2,
-               _divbyzero_pattern(False, fp), _divbyzero_pattern(True, fp), k.want_flags, counts,
-               c):
-        _marked(op, xs, ys, zs, buf, os, fp, k.mode, k.rbits, k.key, base, k.want_flags,
-                counts, c)
+    """A chunk holding a marked element, after its rounding: _marked (buf: the proxies, of
+    either route, in the lane type of the record k)."""
+    _marked(op, xs, ys, zs, buf, os, format_params_of(k), k.mode, k.rbits, k.key, base,
+            k.want_flags, counts, c, k.lane1, k.ones, k.lane0)
 
 
 @njit(cache=True, error_model="numpy", inline="always")

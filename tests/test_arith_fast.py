@@ -233,6 +233,38 @@ def test_exact_zero_results_beside_marked_elements():
             assert check_against_scalar(op, [a, b, c], fmt, mode) == n
 
 
+#: Operand pairs (x, y; z = y for fma) whose elements are marked or give a +0 proxy for some of
+#: the operations: NaN operands, invalid operations, x / 0, exact zero results, float32 overflow
+#: and products below 2^-100 (left to the scalar op).
+_MARKS = ((np.nan, 1.5), (1.5, np.nan), (np.inf, 0.0), (np.inf, -np.inf), (3.0, 0.0),
+          (-3.0, 0.0), (0.0, 0.0), (1.5, -1.5), (0.0, 2.5), (2.0 ** -70, 2.0 ** -70),
+          (2.0 ** 127 * 1.5, 2.0 ** 127 * 1.5), (-1.0, 1.0))
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "e3m2_none"])
+def test_sparse_and_dense_marks(fmt):
+    """_marked settles the +0 proxies of a chunk branch-free (_settle) where there is one in
+    _DENSE elements or more, and one element at a time where they are fewer: one-chunk arrays
+    holding 1, 2, n / _DENSE +- 1, n / 4 and n elements of every kind (_MARKS, at random
+    places), every operation, four modes, with and without flags, against the scalar ops."""
+    fmt = next(f for f in FORMATS if f.name == fmt)
+    n = 64 * KV._DENSE
+    rng = np.random.default_rng(77)
+    base = [sf.round(rng.standard_normal(n).astype(np.float32), fmt) for _ in range(3)]
+    for cnt in (1, 2, n // KV._DENSE - 1, n // KV._DENSE + 1, n // 4, n):
+        where = rng.choice(n, cnt, replace=False)
+        pick = rng.integers(0, len(_MARKS), cnt)
+        for op in OPS:
+            args = [a.copy() for a in base]
+            for k, i in zip(where, pick):
+                args[0][k], args[1][k] = _MARKS[i]
+                args[2][k] = args[1][k]
+            if op == "sqrt":
+                args[0] = np.where(rng.random(n) < 0.7, np.abs(args[0]), args[0])
+            for mode in ("rne", "rdn", "rtz", "sr"):
+                assert check_against_scalar(op, args, fmt, mode) == n
+
+
 def test_kinds_are_rare_on_training_data():
     """What the vectorised passes leave to the scalar ops is rare: none of the elements of the
     five data classes on the fp16 grid (exact zeros, NaN/Inf, x / 0 and invalid operations are
