@@ -33,8 +33,9 @@ Pass 1 (``_lean``), every element: the normal range a >= pattern(2^emin), roundi
   overflow_result), and zeros in formats that have one (a zero's pattern rounds to itself in
   every mode, exactly: a = 0 has no bit below d, and every increment is below 2^d, so
   rn = 0 and the result is sgn | 0, the signed zero round_value returns).  Nonzero elements
-  below 2^emin, zeros of formats without one, Inf, NaN and negative inputs of unsigned formats
-  are marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
+  below 2^emin, zeros of formats without one, Inf (without flags only where its result is not
+  the overflow result: see vec_params), NaN and negative inputs of unsigned formats are
+  marked.  With 64-bit lanes into a float32 carrier its results are narrowed by
   one exact float64 -> float32 conversion (``lean_out``), the later passes' by narrow_bits.
 Pass 1s (``_special_pass``), only when flags are not counted, in stochastic rounding or where
   pass 1x (next) does not apply: the Inf and NaN inputs (of a sign the format accepts) of the
@@ -140,6 +141,7 @@ class VecParams(NamedTuple):
     F: object        # input fraction bits: 23 / 52
     abs_: object     # magnitude mask
     inf: object      # pattern of Inf (the exponent field)
+    lean_inf: object  # pass 1 without flags marks a >= lean_inf: inf, or inf + 1 (see vec_params)
     mf: object       # fraction mask
     hid: object      # the implicit bit 2^F
     quiet: object    # the quiet bit 2^(F-1)
@@ -277,9 +279,19 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
              and qe + F + 1 <= B)
     # (m >= 1: with m = 0, pass 1's RNE and RTO treat bit d as the exponent's, not k's parity)
     linear = bool(fp.subnormals) and bool(fp.zero) and emin == 1 - B and m >= 1
+    # Without flags pass 1 rounds an Inf input too where its results are the overflow results
+    # (round_value's inf_result and overflow_result give the same patterns for both signs: in
+    # RNE, RNA, RHU and SR ieee formats give +-Inf and fn formats their NaN of the Inf's sign;
+    # in every mode saturating and "none" formats give +-max): a = pattern(Inf) takes pass 1's
+    # overflow branch (its rn exceeds maxbits: rn >= a > maxbits, and rn < 2^(W-1) for
+    # a <= pattern(Inf)), so only a NaN is marked.  With flags they differ (an Inf raises no
+    # OVERFLOW), and pass 1 marks Inf.  The arithmetic's Inf results (1% Inf/NaN operands)
+    # then send no chunk of the rounding to pass 1x or a later pass.
+    inf_is_ov = ov == [pat(inf_p), pat(inf_n)]
     vals = dict(
         lane1=1, lane0=0, ones=mask, W=W, Wm1=W - 1, W8=W - 8, top8=0xFF, F=F,
-        abs_=mask >> 1, inf=inf, mf=(1 << F) - 1, hid=1 << F, quiet=1 << (F - 1), qnan=qnan,
+        abs_=mask >> 1, inf=inf, lean_inf=inf + 1 if inf_is_ov else inf, mf=(1 << F) - 1,
+        hid=1 << F, quiet=1 << (F - 1), qnan=qnan,
         slow=mask,
         d=d, dm1=d - 1, low=low, keep=mask ^ low,
         # RNE adds half - 1 plus the last kept bit; with m = 0 that bit is the exponent's, not
@@ -376,14 +388,16 @@ def _lean_round(b, U, P, is_sr):
 
 
 @njit(cache=True, inline="always")
-def _lean(b, U, P, is_sr, os):
+def _lean(b, U, P, is_sr, want_flags, os):
     """Pass 1: (result, inexact, overflow, special) with special = left for a later pass
-    (nonzero below 2^emin, zero in a format without one, Inf, NaN, negative in an unsigned
-    format); rounding at bit d otherwise (a zero: itself).  The result is already an element
-    of the output view os: the carrier pattern, or os's marker where special (see lean_out).
-    Kept lean: this is the common case."""
+    (nonzero below 2^emin, zero in a format without one, Inf (but without flags where its
+    result is the overflow result: P.lean_inf), NaN, negative in an unsigned format); rounding
+    at bit d otherwise (a zero: itself).  The result is already an element of the output view
+    os: the carrier pattern, or os's marker where special (see lean_out).  Kept lean: this is
+    the common case."""
     a, sgn, neg, rn, inex, negbad, ovf = _lean_round(b, U, P, is_sr)
-    special = vslt(vadd(a, P.lean_zsh), P.lean_zmin) | vsge(a, P.inf) | negbad
+    special = (vslt(vadd(a, P.lean_zsh), P.lean_zmin)
+               | vsge(a, P.inf if want_flags else P.lean_inf) | negbad)
     out = lean_out(sgn, rn, neg, ovf, special, P, os)
     return out, inex & (not special), ovf & (not special), special
 
@@ -697,7 +711,7 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     for j in range(xs.size):
         U = vtop(mix(key, w), zero) if is_sr else zero
         w += WEYL_STEP
-        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, os)
+        o, inex, ovf, sp = _lean(xs[j], U, P, is_sr, want_flags, os)
         os[j] = o
         n_mark = vcount(n_mark, sp)
         if want_flags:
@@ -714,7 +728,8 @@ def _special_pass(k, xs, os, left, b0, b1):
     """Without flags, after pass 1 over the blocks [b0, b1) of a chunk: the results of the Inf
     and NaN inputs (of a sign the format accepts) in the blocks holding marks, by the selects
     of pass 1x (per-call constants for Inf; for a NaN its sign and top payload bits in ieee
-    formats, P.nan_keep and P.nan_or: round_value's rule).  A sprinkling of them then sends no
+    formats, P.nan_keep and P.nan_or: round_value's rule; Inf only where pass 1 marked it,
+    see P.lean_inf).  A sprinkling of them then sends no
     block to a later pass, where stochastic rounding would draw every element's random bits
     again; left[b] drops by the elements settled.  Returns how many blocks still hold marks.
     A pass of its own, called once per chunk: in pass 1's block loop (inlined, or called per
@@ -743,7 +758,8 @@ def _special_pass(k, xs, os, left, b0, b1):
                 neg = vne(sgn, P.lane0)
                 nan = _nan_of(a, sgn, P)
                 spec = vsel(veq(a, P.inf), vsel(neg, P.inf_neg, P.inf_pos), nan)
-                fix = vsge(a, P.inf) & veq(vand(sgn, P.neg_special), P.lane0)
+                # what pass 1 marked (no flags: Inf only below lean_inf)
+                fix = vsge(a, P.lean_inf) & veq(vand(sgn, P.neg_special), P.lane0)
                 osb[j] = vmerge(fix, to_out(spec, osb), osb[j], ones, nil)
                 fixed = vcount(fixed, fix)
             left[b] -= np.int64(fixed)

@@ -64,7 +64,8 @@ def edge_values(fmt, rng, dtype):
 
 def data(fmt, rng, dtype):
     """Issue #13's data classes, the edge values alone (dense) and sprinkled over N(0,1)
-    (sparse: pass 1 and the later passes on the same chunk), and N(0,1) with 1% Inf/NaN."""
+    (sparse: pass 1 and the later passes on the same chunk), and N(0,1) with 1% Inf/NaN and
+    with 1% Inf."""
     n = 3000
     g = rng.standard_normal(n)
     out = dict(normal=g, gradient=g * np.exp2(rng.uniform(-30, 8, n)),
@@ -85,6 +86,12 @@ def data(fmt, rng, dtype):
     spec = e[~np.isfinite(e)]                  # +-Inf and the four NaN patterns
     naninf[pos] = spec[np.arange(pos.size) % spec.size]
     out["naninf"] = naninf
+    # 1% +-Inf and no NaN: without flags pass 1 rounds an Inf as an overflow where their results
+    # agree (VecParams.lean_inf), so these blocks may hold no mark at all
+    inf = rng.standard_normal(20 * 256).astype(dtype)
+    pos = rng.choice(inf.size, inf.size // 100, replace=False)
+    inf[pos] = np.where(rng.random(pos.size) < 0.5, np.inf, -np.inf)
+    out["inf"] = inf
     return out
 
 
@@ -128,6 +135,19 @@ def test_which_formats_take_the_lean_paths():
         assert p.low_magic is magic, name
         assert (int(p.lean_lo) == 0) is (name != "fp16_ftz"), name
         assert not KV.vec_params(fmt, 2, 1, lane).low_magic
+    # without flags, Inf rounds in pass 1 (as an overflow) just where its results are the
+    # overflow results, both signs: in RNE/RNA/RHU/SR ieee formats (+-Inf) and fn formats (NaN
+    # of the Inf's sign), in every mode saturating formats (+-max); not in RTZ/RUP/RDN/RTO of
+    # the others (their overflow gives +-max on at least one side)
+    inf32 = 0x7F800000
+    sat = next(f for f in FORMATS if f.saturate)
+    for name, fmt in [("fp16", sf.get_format("fp16")), ("e4m3fn", sf.get_format("e4m3fn")),
+                      ("sat", sat)]:
+        for mode in range(8):
+            p = KV.vec_params(fmt, mode, 1, f32)
+            over = name == "sat" or mode in (0, 1, 6, 7)
+            assert int(p.lean_inf) == inf32 + over, (name, mode)
+            assert int(p.inf) == inf32
     # stochastic rounding below 2^emin by _grid_low in every format with subnormals
     for fmt, lane in [(sf.get_format("bf16"), f32), (sf.get_format("fp16"), f64)]:
         assert int(KV.vec_params(fmt, 6, 24, lane).lean_lo) == 0
