@@ -535,3 +535,42 @@ def absmax16(typingctx, arr, start):
         fn = _declare(builder, "llvm.vector.reduce.umax.v16i32", ir.FunctionType(_I32, [vty]))
         return builder.call(fn, [v])
     return types.uint32(arr, start), codegen
+
+
+# ---- sparse scans (the arithmetic's marked elements) -----------------------------------------
+@intrinsic
+def zero_mask64(typingctx, arr, start):
+    """The uint64 whose bit j is set where arr[start + j] == 0, j < 64, for a C-contiguous 1-d
+    uint32 or uint64 array (no bounds check: the caller guarantees start + 64 <= arr.size).
+
+    One <64 x iN> load, a compare with zero and the bitcast of the <64 x i1> result to an i64,
+    which LLVM lowers to vector compares and movemasks (vpcmpeqd / vmovmskps, 8 of each on
+    AVX2 for uint32).  The same mask built by a loop (``m |= (x[j] == 0) << j``) ran in 64-bit
+    lanes with a shift per element: the arithmetic's scan of a chunk for +0 proxies, 1.3% of
+    them, took 0.39 ns an element that way (Zen 3, one thread)."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype in (types.uint32, types.uint64) and isinstance(start, types.Integer)):
+        return None
+    width = arr.dtype.bitwidth
+
+    def codegen(context, builder, sig, args):
+        off = context.cast(builder, args[1], sig.args[1], types.intp)
+        ity = ir.IntType(width)
+        vty = ir.VectorType(ity, 64)
+        v = builder.load(_ptr(context, builder, sig.args[0], args[0], off, vty),
+                         align=width // 8)
+        z = builder.icmp_unsigned("==", v, ir.Constant(vty, [0] * 64))
+        return builder.bitcast(z, _I64)
+    return types.uint64(arr, start), codegen
+
+
+@intrinsic
+def popcount64(typingctx, m):
+    """The number of set bits of the uint64 m (llvm.ctpop: one popcnt instruction)."""
+    if m != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        fn = _declare(builder, "llvm.ctpop.i64", ir.FunctionType(_I64, [_I64]))
+        return builder.call(fn, [args[0]])
+    return types.uint64(m), codegen

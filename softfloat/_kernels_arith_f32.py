@@ -45,7 +45,7 @@ from ._kernels_round_vec import out_of
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
 from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
 from ._driver import add_flag_counts, launch, record
-from ._intrinsics import sel32
+from ._intrinsics import popcount64, sel32, zero_mask64
 from ._lanes import vcount, vmerge
 from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
 from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
@@ -214,28 +214,35 @@ def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, wa
     return anyscalar
 
 
-#: Elements per block of the scan for marked elements: a block whose proxies are all nonzero
-#: (one vectorised OR over it) is passed over; in the others a bit mask of the +0 proxies is
-#: built (vectorised too) and only its set bits are visited.
+#: Elements per block of the scan for +0 proxies: one bit mask per block (zero_mask64).
 _SCAN = 64
 
 
 @njit(cache=True, error_model="numpy")
-def _any_zero(blk):
-    """Whether the proxy block blk holds the pattern 0 (a boolean reduction, vectorised)."""
-    z = False
-    for j in range(blk.size):
-        z |= blk[j] == 0
-    return z
-
-
-@njit(cache=True, error_model="numpy")
 def _zero_mask(blk):
-    """Bit j set where blk[j] (j < 64) is the pattern 0."""
+    """Bit j set where blk[j] (j < 64) is the pattern 0 (a chunk's last, short block)."""
     m = U64_0
     for j in range(blk.size):
         m |= np.uint64(blk[j] == 0) << np.uint64(j)
     return m
+
+
+@njit(cache=True, error_model="numpy")
+def _zero_masks(buf, masks):
+    """masks[b] = the bit mask of the +0 proxies of block b of buf (_SCAN elements; the last
+    may be short); returns how many there are in all."""
+    n = buf.size
+    nfull = n // _SCAN
+    total = U64_0
+    for b in range(nfull):
+        m = zero_mask64(buf, b * _SCAN)
+        masks[b] = m
+        total += popcount64(m)
+    if nfull < masks.size:
+        m = _zero_mask(buf[nfull * _SCAN:])
+        masks[nfull] = m
+        total += popcount64(m)
+    return total
 
 
 @njit(cache=True, inline="always")
@@ -255,23 +262,14 @@ _DENSE = 16
 
 
 @njit(cache=True, error_model="numpy")
-def _zeros(buf):
-    """How many proxies in buf are +0 (a 32-bit count, vectorised)."""
-    cnt = _U32_0
-    for j in range(buf.size):
-        cnt = vcount(cnt, buf[j] == 0)
-    return cnt
-
-
-@njit(cache=True, error_model="numpy")
 def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c, one,
             ones, nil):
     """Every element of a chunk whose proxy in buf is +0 (a marked element or an exact zero
     result; the rounding wrote +0 and counted no flag for it) is settled: where they are
     dense (one in _DENSE elements or more) by _settle, all at once, branch-free; otherwise each
     on its own, by the same rules (_special_kind: a NaN result, x / 0, an exact zero left as
-    rounded), found 64 elements (_SCAN) at a time (a block without one is passed over by one
-    vectorised test).  What remains, route A's SCALAR kind, goes to the scalar op
+    rounded), found from one bit mask per 64 elements (_SCAN; one pass makes them all and
+    counts their bits).  What remains, route A's SCALAR kind, goes to the scalar op
     (softfloat._arith, ending in round_value; same random bits as the vectorised loops),
     whose result and flags replace the rounding's.  (_settle over every element of a marked
     chunk was the only way before; on N(0,1) data with 1% NaN/Inf sprinkled every chunk holds
@@ -280,21 +278,21 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
     nan_invalid = fp.inf_nan == 2
     dbzp = _divbyzero_pattern(False, fp)
     dbzn = _divbyzero_pattern(True, fp)
-    each = np.int64(_zeros(buf)) * _DENSE < buf.size
-    if not each and not _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp,
-                                dbzn, want_flags, counts, c):
-        return
+    masks = np.empty((buf.size + _SCAN - 1) // _SCAN, np.uint64)
+    each = np.int64(_zero_masks(buf, masks)) * _DENSE < buf.size
+    if not each:
+        if not _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn,
+                       want_flags, counts, c):
+            return
+        _zero_masks(buf, masks)             # what _settle left: the SCALAR kind
     n_inv = 0
     n_dbz = 0
-    for lo in range(0, buf.size, _SCAN):
-        hi = min(buf.size, lo + _SCAN)
-        if not _any_zero(buf[lo:hi]):
-            continue
-        m = _zero_mask(buf[lo:hi])
+    for b in range(masks.size):
+        m = masks[b]
         while m != U64_0:
             low = m & (~m + np.uint64(1))
             m ^= low
-            j = lo + bit_length(low) - 1        # exact for any power of two
+            j = b * _SCAN + bit_length(low) - 1        # exact for any power of two
             x = xs[j]
             y = ys[j]
             if each:

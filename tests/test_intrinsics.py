@@ -15,6 +15,7 @@ from softfloat._intrinsics import (LANES, ROWS, absmax16, add32, and32, fma, ge3
                                    sel32, shl32, shr32, sload, srow0, srow1, srow2, srow3,
                                    vacc_add, vacc_float, vand_bits, vbits_rsub, vimax_bits, vload,
                                    vmax, vrint, vstore, vterm, vtrunc, xor32)
+from softfloat._intrinsics import popcount64, zero_mask64
 
 _EXP = np.int64(0x7FF0000000000000)        # the float64 exponent field
 
@@ -174,6 +175,33 @@ def test_absmax16_is_the_largest_magnitude_pattern():
     want = (pats & np.uint32(0x7FFFFFFF)).reshape(64, 16).max(axis=1)
     assert np.array_equal(out, want)
     assert out[0] == 0 and out[1] == 0x7F800000 and out[2] > 0x7F800000
+
+
+@njit
+def _masks(arr, starts, out, cnt):
+    for i in range(starts.size):
+        out[i] = zero_mask64(arr, starts[i])
+        cnt[i] = popcount64(out[i])
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
+def test_zero_mask64_and_popcount64(dtype):
+    """Bit j of zero_mask64(arr, s) is arr[s + j] == 0, at every offset (unaligned loads
+    too), for none, some and all of the 64 elements zero; popcount64 counts its bits."""
+    rng = np.random.default_rng(6)
+    arr = rng.integers(1, 2 ** 31, 64 * 8, dtype=np.int64).astype(dtype)
+    arr[rng.random(arr.size) < 0.1] = 0
+    arr[64:128] = 0
+    arr[128:192] = dtype(1) << dtype(arr.dtype.itemsize * 8 - 1)    # top bit set, nonzero
+    starts = np.arange(arr.size - 63)
+    out = np.empty(starts.size, np.uint64)
+    cnt = np.empty(starts.size, np.uint64)
+    _masks(arr, starts, out, cnt)
+    z = arr == 0
+    want = [sum(1 << j for j in range(64) if z[s + j]) for s in starts]
+    assert [int(v) for v in out] == want
+    assert [int(v) for v in cnt] == [bin(w).count("1") for w in want]
+    assert want[64] == (1 << 64) - 1 and want[128] == 0
 
 
 _CACHE_MODULE = '''
