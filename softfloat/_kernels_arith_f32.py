@@ -104,9 +104,9 @@ def _lean_b(op, xs, ys, zs, vbuf, rdn):
 def _round_a(kv, buf, os, base, c, counts):
     """Route A: the RO24 patterns buf rounded into os (deterministic modes only)."""
     if kv.want_flags:
-        RV._chunk_passes(kv, buf, os, base, counts, c, False, True)
+        RV._all_passes(kv, buf, os, base, counts, c, False, True)
     else:
-        RV._chunk_passes(kv, buf, os, base, counts, c, False, False)
+        RV._all_passes(kv, buf, os, base, counts, c, False, False)
 
 
 @njit(cache=True)
@@ -114,13 +114,13 @@ def _round_b(kv, vbuf, os, base, c, counts):
     """Route B: the RO53 float64 patterns vbuf rounded into the float32 carrier patterns os."""
     if kv.is_sr:
         if kv.want_flags:
-            RV._chunk_passes(kv, vbuf, os, base, counts, c, True, True)
+            RV._all_passes(kv, vbuf, os, base, counts, c, True, True)
         else:
-            RV._chunk_passes(kv, vbuf, os, base, counts, c, True, False)
+            RV._all_passes(kv, vbuf, os, base, counts, c, True, False)
     elif kv.want_flags:
-        RV._chunk_passes(kv, vbuf, os, base, counts, c, False, True)
+        RV._all_passes(kv, vbuf, os, base, counts, c, False, True)
     else:
-        RV._chunk_passes(kv, vbuf, os, base, counts, c, False, False)
+        RV._all_passes(kv, vbuf, os, base, counts, c, False, False)
 
 
 # ----- marked elements -------------------------------------------------------------------------

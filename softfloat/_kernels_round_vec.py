@@ -113,7 +113,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._driver import add_flag_counts, launch, record
+from ._driver import add_flag_counts, launch, n_chunks, record
 from ._kernels_bits import carrier_bits, store_carrier
 from ._primitives import F32_FRAC, F32_INF, F32_SIGN, F64_ABS, F64_EXP_FIELD, F64_FRAC, F64_HIDDEN
 from ._lanes import (vadd, vand, vcount, veq, vfbits, vge, vgt, vlt, vmagic, vmax, vmerge, vmin,
@@ -872,9 +872,10 @@ def _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
 
 @njit(cache=True, inline="always")
 def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
-    """All passes over one chunk (see above); is_sr and want_flags are constants at every
-    call.  Pass 1x is called with want_flags False whatever want_flags (it only runs without
-    flags): one specialisation serves both; pass 3 takes want_flags at run time."""
+    """Passes 1 to 2 over one chunk (see above); is_sr and want_flags are constants at every
+    call; returns left, the count of marked elements per block that passes 3 and 4
+    (_late_passes) are to settle.  Pass 1x is called with want_flags False whatever want_flags
+    (it only runs without flags): one specialisation serves both."""
     n = xs.size
     nb = (n + BLOCK - 1) // BLOCK
     left = np.zeros(nb, np.int64)
@@ -906,8 +907,6 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
     # modes below 2^emin, where computing the flag bits costs ~30% (fp16 rtz, 4M subnormal
     # results: 2.3 vs 3.0 ms).
     marked_only = nb < 0
-    flags_rt = want_flags | marked_only
-    sr_rt = is_sr | marked_only
     # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
     ext = (not want_flags) and k.lean_lo == 0
     if ext:
@@ -919,12 +918,40 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
         _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, dense, nprobe, nb)
     _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, marked_only, b_first,
                   upto)
-    _settle_pass3(k, xs, os, base, counts, c, sr_rt, flags_rt, left, marked_only, b_first, nb)
+    return left
+
+
+@njit(cache=True, inline="always")
+def _late_passes(k, xs, os, base, counts, c, left):
+    """Passes 3 and 4 over the blocks of a chunk with left[b] != 0 (their marked elements:
+    what pass 2 left), stochastic rounding and flags as k's (run-time values)."""
+    nb = left.size
+    # (a run-time False: see the note in _chunk_passes)
+    marked_only = nb < 0
+    _settle_pass3(k, xs, os, base, counts, c, k.is_sr | marked_only,
+                  k.want_flags | marked_only, left, marked_only, np.int64(0), nb)
     for b in range(nb):
         if left[b] != 0:
             lo = b * BLOCK
-            hi = min(n, lo + BLOCK)
+            hi = min(xs.size, lo + BLOCK)
             _value_block(xs[lo:hi], os[lo:hi], base + lo, c, k, counts)
+
+
+@njit(cache=True, inline="always")
+def _any_left(left):
+    """Whether a block of the chunk still holds marked elements (after pass 2)."""
+    for b in range(left.size):
+        if left[b] != 0:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _all_passes(k, xs, os, base, counts, c, is_sr, want_flags):
+    """Every pass over one chunk, the late ones included (the arithmetic's rounding)."""
+    left = _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags)
+    if _any_left(left):
+        _late_passes(k, xs, os, base, counts, c, left)
 
 
 #: The call record of the vectorised kernel (see softfloat._driver): VecParams' fields, the
@@ -943,9 +970,11 @@ def _round_record(name, is_sr, want_flags):
     four sets at the first call: the first sf.round(x, "fp16") of a process took 58 s on the
     2-core Zen 3 host, 2026-11-28.)  The closure holds two booleans only (Numba keys a cached
     closure by its cells' pickled values)."""
-    def chunk(k, lo, hi, c, xb, ob, counts):
+    def chunk(k, lo, hi, c, xb, ob, counts, late):
         kv = RoundVec(*k)
-        _chunk_passes(kv, xb[lo:hi], ob[lo:hi], kv.base + lo, counts, c, is_sr, want_flags)
+        left = _chunk_passes(kv, xb[lo:hi], ob[lo:hi], kv.base + lo, counts, c, is_sr,
+                             want_flags)
+        late[c] = _any_left(left)
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
     return record(name, RoundVec.static_fields, njit(cache=True)(chunk), __name__,
                   dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
@@ -957,6 +986,26 @@ _ROUND_RECORDS = {}
 for _sr, _flags, _name in ((False, False, "RoundVecDet"), (False, True, "RoundVecDetFlags"),
                            (True, False, "RoundVecSr"), (True, True, "RoundVecSrFlags")):
     _ROUND_RECORDS[_sr, _flags] = globals()[_name] = _round_record(_name, _sr, _flags)
+
+
+@njit(cache=True)
+def _late_chunk(k, lo, hi, c, xb, ob, counts, late):
+    """Passes 3 and 4 of the chunks whose first launch left marked elements (late[c]): every
+    block is searched for them (the per-block counts of that launch are gone)."""
+    if late[c]:
+        kv = RoundVec(*k)
+        left = np.ones((hi - lo + BLOCK - 1) // BLOCK, np.int64)
+        _late_passes(kv, xb[lo:hi], ob[lo:hi], kv.base + lo, counts, c, left)
+
+
+#: sf.round's second launch, over the chunks that need passes 3 and 4 (float32 subnormals into
+#: e8m0, stochastic rounding with 32 or more random bits far below a grid: rare), one class for
+#: every (stochastic rounding, flags) pair (both run-time values there).  A pass of its own so
+#: that a process compiles passes 3 and 4 only when some data needs them: they were 9.7 s of
+#: the 24.6 s that the first sf.round(x, "fp16") of a process took to compile (Zen 3, fresh
+#: cache: full_pass 4.5 s, _value_block with round_value 5.2 s; Numba's compile timers).
+RoundVecLate = record("RoundVecLate", RoundVec.static_fields, _late_chunk, __name__,
+                      dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
 
 
 @functools.lru_cache(maxsize=512)
@@ -973,6 +1022,12 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
     table.  Requires vec_supported(fmt, input dtype)."""
     want_flags = bool(want_flags)
+    lane = xb.dtype.type
+    dyn = (np.uint64(key), int(base), want_flags)
+    # late[c]: whether chunk c left elements to passes 3 and 4
+    late = np.zeros(max(1, n_chunks(xb.size)), np.bool_)
     launch(vec_static(_ROUND_RECORDS[int(mode) == SR, want_flags], fmt, int(mode), int(rbits),
-                      xb.dtype.type),
-           (np.uint64(key), int(base), want_flags), xb.size, xb, ob, counts)
+                      lane), dyn, xb.size, xb, ob, counts, late)
+    if late.any():
+        launch(vec_static(RoundVecLate, fmt, int(mode), int(rbits), lane), dyn, xb.size, xb,
+               ob, counts, late)

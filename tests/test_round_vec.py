@@ -246,7 +246,7 @@ import json
 import numpy as np
 import softfloat as sf
 from softfloat import _kernels_round_vec as KV
-names = ("RoundVecDet", "RoundVecDetFlags", "RoundVecSr", "RoundVecSrFlags")
+names = ("RoundVecDet", "RoundVecDetFlags", "RoundVecSr", "RoundVecSrFlags", "RoundVecLate")
 def count():
     return {n: len(getattr(KV, n).drive.signatures) for n in names}
 x = np.linspace(-3, 3, 1000, dtype=np.float32)
@@ -255,6 +255,10 @@ sf.round(x, "fp16")
 seen.append(count())
 sf.round(x, "bf16", "sr", seed=1, flags=sf.Flags())
 seen.append(count())
+# stochastic rounding with 40 random bits far below fp16's grid: passes 3 and 4 (the late launch)
+tiny = np.full(1000, 2.0 ** -60, np.float32)
+sf.round(tiny, "fp16", "sr", seed=1, sr_bits=40)
+seen.append(count())
 print(json.dumps(seen))
 """
 
@@ -262,18 +266,21 @@ print(json.dumps(seen))
 def test_a_call_compiles_only_the_passes_of_its_mode_family_and_flags():
     """sf.round launches one of four record classes by (stochastic rounding, flags counted),
     each compiling _chunk_passes for its own pair only: in a fresh process the first rne call
-    without flags compiles (or loads) one driver, of RoundVecDet, and none of the other three."""
+    without flags compiles (or loads) one driver, of RoundVecDet, and none of the other three;
+    passes 3 and 4 (RoundVecLate, a second launch) only when some element needs them."""
     import json
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", _FIRST_CALL_PROBE], capture_output=True,
                          text=True, check=True).stdout
-    before, rne, sr_flags = json.loads(out.splitlines()[-1])
+    before, rne, sr_flags, late = json.loads(out.splitlines()[-1])
     assert before == {"RoundVecDet": 0, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                      "RoundVecSrFlags": 0}
+                      "RoundVecSrFlags": 0, "RoundVecLate": 0}
     assert rne == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                   "RoundVecSrFlags": 0}
+                   "RoundVecSrFlags": 0, "RoundVecLate": 0}
     assert sr_flags == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                        "RoundVecSrFlags": 1}
+                        "RoundVecSrFlags": 1, "RoundVecLate": 0}
+    assert late == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 1,
+                    "RoundVecSrFlags": 1, "RoundVecLate": 1}
     assert KV.RoundVec.drive is None          # the passes' record type is never launched
