@@ -102,25 +102,45 @@ def _lean_b(op, xs, ys, zs, vbuf, rdn):
 
 @njit(cache=True)
 def _round_a(kv, buf, os, base, c, counts):
-    """Route A: the RO24 patterns buf rounded into os (deterministic modes only)."""
+    """Route A: the RO24 patterns buf rounded into os (deterministic modes only), passes 1
+    to 2; returns whether they left elements marked (see _late)."""
     if kv.want_flags:
-        RV._all_passes(kv, buf, os, base, counts, c, False, True)
-    else:
-        RV._all_passes(kv, buf, os, base, counts, c, False, False)
+        return RV._any_left(RV._chunk_passes(kv, buf, os, base, counts, c, False, True))
+    return RV._any_left(RV._chunk_passes(kv, buf, os, base, counts, c, False, False))
 
 
 @njit(cache=True)
 def _round_b(kv, vbuf, os, base, c, counts):
-    """Route B: the RO53 float64 patterns vbuf rounded into the float32 carrier patterns os."""
+    """Route B: the RO53 float64 patterns vbuf rounded into the float32 carrier patterns os,
+    passes 1 to 2; returns whether they left elements marked (see _late)."""
     if kv.is_sr:
         if kv.want_flags:
-            RV._all_passes(kv, vbuf, os, base, counts, c, True, True)
-        else:
-            RV._all_passes(kv, vbuf, os, base, counts, c, True, False)
-    elif kv.want_flags:
-        RV._all_passes(kv, vbuf, os, base, counts, c, False, True)
-    else:
-        RV._all_passes(kv, vbuf, os, base, counts, c, False, False)
+            return RV._any_left(RV._chunk_passes(kv, vbuf, os, base, counts, c, True, True))
+        return RV._any_left(RV._chunk_passes(kv, vbuf, os, base, counts, c, True, False))
+    if kv.want_flags:
+        return RV._any_left(RV._chunk_passes(kv, vbuf, os, base, counts, c, False, True))
+    return RV._any_left(RV._chunk_passes(kv, vbuf, os, base, counts, c, False, False))
+
+
+@njit(cache=True, error_model="numpy")
+def _late(op, k, xs, ys, zs, os, base, counts, c):
+    """The elements the rounding's passes 1 to 2 left marked (os holds the marker there; they
+    counted no flag for them): the scalar op (softfloat._arith, ending in round_value, with the
+    same random bits), in place of sf.round's passes 3 and 4, which the arithmetic does not
+    compile (their cost: 9.7 s of the first sf.round's compile time, Zen 3).  Those passes serve
+    float32 subnormals into e8m0 and stochastic rounding with 32 or more random bits far below
+    a grid in 32-bit lanes: route A is deterministic and route B has 64-bit lanes, so this is
+    not expected to run at all; it is here so that no element could stay unrounded."""
+    fp = format_params_of(k)
+    mark = RV.out_mark(os)
+    for j in range(os.size):
+        if os[j] == mark:
+            u = random_bits(k.key, base + j) if k.mode == SR else U64_0
+            r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp,
+                              k.mode, u, k.rbits)
+            os[j] = np.float32(r).view(np.uint32)
+            if k.want_flags:
+                add_flag_counts(counts, c, fl)
 
 
 # ----- marked elements -------------------------------------------------------------------------
@@ -342,7 +362,8 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     if route_a:
         buf = np.empty(n, np.uint32)
         anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
-        _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
+        if _round_a(RV.RoundVec(*k), buf, os, base, c, counts):
+            _late(op, k, xs, ys, zs, os, base, counts, c)
         if anymark:
             _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c)
     else:
@@ -350,7 +371,8 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
         # marked element here
         vbuf = np.empty(n, np.uint64)
         anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN)
-        _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts)
+        if _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts):
+            _late(op, k, xs, ys, zs, os, base, counts, c)
         if anymark:
             _settle_marked(op, k, xs, ys, zs, vbuf, os, base, counts, c)
 

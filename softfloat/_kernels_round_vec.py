@@ -946,14 +946,6 @@ def _any_left(left):
     return False
 
 
-@njit(cache=True, inline="always")
-def _all_passes(k, xs, os, base, counts, c, is_sr, want_flags):
-    """Every pass over one chunk, the late ones included (the arithmetic's rounding)."""
-    left = _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags)
-    if _any_left(left):
-        _late_passes(k, xs, os, base, counts, c, left)
-
-
 #: The call record of the vectorised kernel (see softfloat._driver): VecParams' fields, the
 #: format's (FormatParams, for round_value in pass 3), the stochastic-rounding key, the global
 #: index of element 0 and whether flags are counted.  The type the passes are compiled for: the

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import njit
 from test_arith import run_scalar, same
 
 import softfloat as sf
 from softfloat import _kernels_arith_f32 as KV
+from softfloat import _kernels_round_vec as RV
+from softfloat._arith import ADD, MUL
 from softfloat._driver import CHUNK, SERIAL_MAX
 
 PRESETS = [f for f in sf.FORMATS.values() if f.carrier_dtype == np.float32]
@@ -263,6 +266,51 @@ def test_sparse_and_dense_marks(fmt):
                 args[0] = np.where(rng.random(n) < 0.7, np.abs(args[0]), args[0])
             for mode in ("rne", "rdn", "rtz", "sr"):
                 assert check_against_scalar(op, args, fmt, mode) == n
+
+
+@njit
+def _late_add_a(k, xs, ys, zs, os, base, counts):
+    KV._late(ADD, k, xs, ys, zs, os, base, counts, 0)
+
+
+@njit
+def _late_mul_b(k, xs, ys, zs, os, base, counts):
+    KV._late(MUL, k, xs, ys, zs, os, base, counts, 0)
+
+
+@pytest.mark.parametrize("op,route,mode", [("add", True, "rne"), ("mul", False, "sr")])
+def test_late_elements_get_the_scalar_op(op, route, mode):
+    """What the rounding's passes 1 to 2 leave marked (the marker pattern in os; passes 3 and
+    4 serve it in sf.round, and no arithmetic data is known to reach it) gets the scalar op's
+    result and flags, with the random bits of its global index; every other element of os is
+    left alone.  _late is called directly, with the record a call would build."""
+    fmt = sf.get_format("fp16")
+    rng = np.random.default_rng(9)
+    n, base = 300, 1000
+    xs, ys = (sf.round(rng.standard_normal(n).astype(np.float32) * np.float32(2.0 ** -10), fmt)
+              for _ in range(2))
+    cls = KV._RECORDS[KV._OPNAMES[op], route]
+    imode = int(sf.parse_mode(mode))
+    static = RV.vec_static(cls, fmt, imode, 24, np.uint32 if route else np.uint64)[0]
+    key = sf.rng.seed_key(4)
+    k = cls(*[static[f] for f in cls.static_fields], np.uint64(key), np.int64(base), True)
+    os = rng.integers(0, 2 ** 31, n, dtype=np.int64).astype(np.uint32)
+    before = os.copy()
+    pos = np.sort(rng.choice(n, 40, replace=False))
+    os[pos] = np.uint32(0xFFFFFFFF)
+    counts = np.zeros((1, 5), np.int64)
+    (_late_add_a if op == "add" else _late_mul_b)(k, xs, ys, ys, os, base, counts)
+    got = os.view(np.float32)
+    # the scalar ops over elements 0 .. base + n - 1 (their random bits are by global index)
+    pad = np.zeros((base, 2))
+    cases = np.concatenate([pad, np.stack([xs, ys], axis=1).astype(np.float64)])
+    want, fls = run_scalar(op, cases, fmt, mode, seed=4, rbits=24)
+    want, fls = want[base:][pos], fls[base:][pos]
+    assert same(got[pos], want).all()
+    keep = np.setdiff1d(np.arange(n), pos)
+    assert np.array_equal(os[keep], before[keep])
+    for j, name in enumerate(FLAGS):
+        assert counts[0, j] == np.count_nonzero(fls & (1 << j)), name
 
 
 def test_kinds_are_rare_on_training_data():
