@@ -100,6 +100,10 @@ Pass 4: round_value for what pass 3 could not decide: with 32-bit lanes only the
   bits are at hand, so stochastic rounding with r >= 32 far below the grid (k >= 32) is decided
   here when those 32 bits do not already exclude rounding up (they do unless their top 8 bits
   are all ones: at most 1/256 of those elements, and none with the default 24 bits).
+Passes 3 and 4 are not part of a chunk's first run (``_chunk_passes`` ends after pass 2 and
+returns what is left per block): sf.round runs them in a second launch (``RoundVecLate``) over
+the chunks that left elements, if any did, so that a process compiles them only when some data
+needs them; the arithmetic gives such elements to its scalar op (softfloat._kernels_arith_f32).
 
 Imports numpy, numba and the sibling kernel modules only.
 """
