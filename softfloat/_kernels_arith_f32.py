@@ -122,6 +122,19 @@ def _round_b(kv, vbuf, os, base, c, counts):
     return RV._any_left(RV._chunk_passes(kv, vbuf, os, base, counts, c, False, False))
 
 
+@njit(cache=True, error_model="numpy", inline="always")
+def _scalar_at(op, xs, ys, zs, os, j, fp, mode, rbits, key, base, want_flags, counts, c):
+    """os[j] = the scalar op's result for element j (softfloat._arith, ending in round_value;
+    the random bits of its global index base + j, as the vectorised loops draw them), its
+    flags counted in row c."""
+    u = random_bits(key, base + j) if mode == SR else U64_0
+    r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp, mode, u,
+                      rbits)
+    os[j] = np.float32(r).view(np.uint32)
+    if want_flags:
+        add_flag_counts(counts, c, fl)
+
+
 @njit(cache=True, error_model="numpy")
 def _late(op, k, xs, ys, zs, os, base, counts, c):
     """The elements the rounding's passes 1 to 2 left marked (os holds the marker there; they
@@ -135,12 +148,8 @@ def _late(op, k, xs, ys, zs, os, base, counts, c):
     mark = RV.out_mark(os)
     for j in range(os.size):
         if os[j] == mark:
-            u = random_bits(k.key, base + j) if k.mode == SR else U64_0
-            r, fl = scalar_op(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), fp,
-                              k.mode, u, k.rbits)
-            os[j] = np.float32(r).view(np.uint32)
-            if k.want_flags:
-                add_flag_counts(counts, c, fl)
+            _scalar_at(op, xs, ys, zs, os, j, fp, k.mode, k.rbits, k.key, base, k.want_flags,
+                       counts, c)
 
 
 # ----- marked elements -------------------------------------------------------------------------
@@ -192,6 +201,13 @@ def _special_kind(op, x, y, z):
     return np.isnan(r), nan_op, False, zero
 
 
+@njit(cache=True, inline="always")
+def _signs_differ(x, y):
+    """Whether the float32 values x and y have different sign bits (x / y's sign, zeros
+    included)."""
+    return ((np.float32(x).view(np.uint32) ^ np.float32(y).view(np.uint32)) & F32_SIGN) != _U32_0
+
+
 @njit(cache=True, error_model="numpy")
 def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, want_flags, counts,
             c):
@@ -218,8 +234,7 @@ def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, wa
         x = xs[j]
         y = ys[j]
         nan, nan_op, dbz, zero = _special_kind(op, x, y, zs[j])
-        neg = ((np.float32(x).view(np.uint32) ^ np.float32(y).view(np.uint32))
-               & F32_SIGN) != _U32_0
+        neg = _signs_differ(x, y)
         # (nan and dbz exclude each other)
         os[j] = vmerge(z0 & (nan | dbz), sel32(nan, F32_QNAN, sel32(neg, dbzn, dbzp)), os[j],
                        ones32, nil32)
@@ -322,19 +337,12 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
                     n_inv += (not nan_op) | nan_invalid
                     continue
                 if dbz:
-                    neg = ((np.float32(x).view(np.uint32) ^ np.float32(y).view(np.uint32))
-                           & F32_SIGN) != _U32_0
-                    os[j] = dbzn if neg else dbzp
+                    os[j] = dbzn if _signs_differ(x, y) else dbzp
                     n_dbz += 1
                     continue
                 if zero:
                     continue
-            u = random_bits(key, base + j) if mode == SR else U64_0
-            r, fl = scalar_op(op, np.float64(x), np.float64(y), np.float64(zs[j]), fp, mode, u,
-                              rbits)
-            os[j] = np.float32(r).view(np.uint32)
-            if want_flags:
-                add_flag_counts(counts, c, fl)
+            _scalar_at(op, xs, ys, zs, os, j, fp, mode, rbits, key, base, want_flags, counts, c)
     if want_flags:
         counts[c, _INVALID_ROW] += n_inv
         counts[c, _DIVBYZERO_ROW] += n_dbz
