@@ -351,17 +351,6 @@ def vbits_rsub(typingctx, c, a):
 
 
 @intrinsic
-def vimax_bits(typingctx, a, b):
-    """Per lane the float64 (a or b) whose bit pattern is the larger signed int64.  For
-    non-negative float64s this is their maximum; a negative pattern loses to any of them."""
-    def codegen(context, builder, sig, args):
-        x = builder.bitcast(args[0], _VI)
-        y = builder.bitcast(args[1], _VI)
-        return builder.bitcast(builder.select(builder.icmp_signed(">", x, y), x, y), _VF)
-    return F64V(F64V, F64V), codegen
-
-
-@intrinsic
 def vany_between4(typingctx, a, b, c, d, lo, hi):
     """True when some lane of a, b, c or d lies strictly between the float64 scalars lo, hi."""
     def codegen(context, builder, sig, args):

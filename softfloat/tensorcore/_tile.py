@@ -34,11 +34,12 @@ Why every step is exact (integer arithmetic on float64 lanes, as in _scalar.py):
   top 16 bits of a 64-bit lane it is the bit pattern of the float64 power 2^(Ea + Eb)
   (softfloat._intrinsics.srow); a product with a zero factor has a code <= 16 * 150, below every
   real product's.  The block code is clamped below at that of 2^EMAX_CLAMP, and E_max of the
-  block (c included, spec step 3) is the larger, as int64 bit patterns, of that power and c's
-  power Pc (0 for c = 0): Pm = max(Pc, 2^(Ea_t + Eb_t), 2^EMAX_CLAMP) exactly, up to the fake
-  powers (<= 2^-873) of zero products, which lose to every real term's power (>= 2^-298) and to
-  every non-zero c's (>= 2^emin_acc) and so matter only in a block whose terms are all zero,
-  where they just keep the scalings below finite, as 2^EMAX_CLAMP does;
+  block (c included, spec step 3) is the larger (vmax: two non-negative float64s, neither a
+  NaN) of that power and c's power Pc (0 for c = 0): Pm = max(Pc, 2^(Ea_t + Eb_t),
+  2^EMAX_CLAMP) exactly, up to the fake powers (<= 2^-873) of zero products, which lose to
+  every real term's power (>= 2^-298) and to every non-zero c's (>= 2^emin_acc) and so matter
+  only in a block whose terms are all zero, where they just keep the scalings below finite, as
+  2^EMAX_CLAMP does;
 * sc = 2^(F - E_max) is built from the bits of Pm ((2046 + F) << 52 minus bits(Pm), an exact
   integer operation on the exponent field) and un = 1 / sc from sc's bits: both normal powers
   of two;
@@ -56,12 +57,13 @@ Why every step is exact (integer arithmetic on float64 lanes, as in _scalar.py):
   r = 0).  The usual case takes shortcuts for ROUND (_end4) and, for wide accumulator
   exponent ranges, skips their subnormal test (chk False, _tile's lazy mode); both are exact
   for the inputs they accept and fall back to the formula above otherwise.
-Overflow: the lanes do not produce Inf.  They track M = the largest 2^floor(log2|v|) seen; a
-block can overflow (|round(v)| >= 2^(emax+1)) only if that power reaches 2^emax (2^(emax+1)
-under RZ, which never rounds up), and such elements are written as NaN and recomputed by the
-scalar hw_fix with the sticky-Inf rule of spec step 1.  Until then the float64 lanes simply hold
-the (out of range) value, exactly.  Elements with Inf/NaN inputs hold meaningless values here;
-fix_list lists them too.
+Overflow: the lanes do not produce Inf.  They track M = the largest 2^floor(log2|v|) seen, per
+lane of the tile over its ROWS rows (one vector: a register, where one per row were spilled to
+memory on AVX2's 16 registers); a block can overflow (|round(v)| >= 2^(emax+1)) only if that
+power reaches 2^emax (2^(emax+1) under RZ, which never rounds up), and then the tile's ROWS
+elements of that lane are written as NaN and recomputed by the scalar hw_fix with the sticky-Inf
+rule of spec step 1.  Until then the float64 lanes simply hold the (out of range) value,
+exactly.  Elements with Inf/NaN inputs hold meaningless values here; fix_list lists them too.
 
 Imports numpy, numba, softfloat._intrinsics and the sibling modules _prep and _scalar only.
 """
@@ -73,7 +75,7 @@ from numba import njit, prange
 
 from .._intrinsics import (LANES, ROWS, sadd, sany_ult, sbcast_rows, sfloor, sload, smax,
                             sminu_off, srow0, srow1, srow2, srow3, ssplat, vacc_add, vacc_float,
-                            vadd, vand_bits, vany_between4, vbcast, vbits_rsub, vimax_bits, vload,
+                            vadd, vand_bits, vany_between4, vbcast, vbits_rsub, vload,
                             vmax, vmul, vrint, vselect_ge, vsplat, vstore, vsub, vterm, vtrunc)
 from .._primitives import F64_EXP_ALL_ONES, F64_EXP_FIELD, F64_FRAC_BITS
 from ._prep import fast_ok
@@ -280,11 +282,12 @@ def _general(v, pf, qscale, qmin, peminv, tiny, tiny_test, rne):
 
 
 @njit(cache=True, error_model="numpy")
-def _end4(S0, S1, S2, S3, sc0, sc1, sc2, sc3, M0, M1, M2, M3, qscale, qmin, pemin, peminv,
-          tiny, tiny_test, rzmask, c15, rne, chk):
+def _end4(S0, S1, S2, S3, sc0, sc1, sc2, sc3, M, qscale, qmin, pemin, peminv, tiny, tiny_test,
+          rzmask, c15, rne, chk):
     """Block end for the 4 rows: v = S * 2^(E_max - F) rounded into the accumulator (ROUND),
     the power 2^(E_max - F) = 1 / sc built from sc's bits; returns the 4 rows' (r, the
-    alignment power of r, the updated overflow watch M).
+    alignment power of r) and the updated overflow watch M (one vector for the tile: per lane
+    the largest power of the 4 rows' v).
 
     Where every lane of the 4 rows is 0 or has |v| >= 2^emin (the usual case) the rounding is
     one exact operation on float64 v: RZ clears the 52 - f low fraction bits (rzmask); RNE adds
@@ -303,16 +306,13 @@ def _end4(S0, S1, S2, S3, sc0, sc1, sc2, sc3, M0, M1, M2, M3, qscale, qmin, pemi
     pf1 = vand_bits(v1, _EXPMASK)
     pf2 = vand_bits(v2, _EXPMASK)
     pf3 = vand_bits(v3, _EXPMASK)
-    M0 = vmax(M0, pf0)
-    M1 = vmax(M1, pf1)
-    M2 = vmax(M2, pf2)
-    M3 = vmax(M3, pf3)
+    M = vmax(M, vmax(vmax(pf0, pf1), vmax(pf2, pf3)))
     if chk and vany_between4(pf0, pf1, pf2, pf3, 0.0, pemin):
         r0, P0 = _general(v0, pf0, qscale, qmin, peminv, tiny, tiny_test, rne)
         r1, P1 = _general(v1, pf1, qscale, qmin, peminv, tiny, tiny_test, rne)
         r2, P2 = _general(v2, pf2, qscale, qmin, peminv, tiny, tiny_test, rne)
         r3, P3 = _general(v3, pf3, qscale, qmin, peminv, tiny, tiny_test, rne)
-        return r0, r1, r2, r3, P0, P1, P2, P3, M0, M1, M2, M3
+        return r0, r1, r2, r3, P0, P1, P2, P3, M
     if rne:
         c0 = vmul(pf0, c15)
         c1 = vmul(pf1, c15)
@@ -323,9 +323,9 @@ def _end4(S0, S1, S2, S3, sc0, sc1, sc2, sc3, M0, M1, M2, M3, qscale, qmin, pemi
         r2 = vsub(vadd(v2, c2), c2)
         r3 = vsub(vadd(v3, c3), c3)
         return (r0, r1, r2, r3, vand_bits(r0, _EXPMASK), vand_bits(r1, _EXPMASK),
-                vand_bits(r2, _EXPMASK), vand_bits(r3, _EXPMASK), M0, M1, M2, M3)
+                vand_bits(r2, _EXPMASK), vand_bits(r3, _EXPMASK), M)
     return (vand_bits(v0, rzmask), vand_bits(v1, rzmask), vand_bits(v2, rzmask),
-            vand_bits(v3, rzmask), pf0, pf1, pf2, pf3, M0, M1, M2, M3)
+            vand_bits(v3, rzmask), pf0, pf1, pf2, pf3, M)
 
 
 @njit(cache=True, error_model="numpy")
@@ -363,9 +363,24 @@ def _sum4(S, av, o, b0, b1, b2, b3, sc):
 
 
 @njit(cache=True, error_model="numpy")
+def _sum4x4(S0, S1, S2, S3, av, o0, o1, o2, o3, t, bp, q, sc0, sc1, sc2, sc3):
+    """The 4 rows' sums plus the terms of k indices t .. t + 3 (B's 4 vectors from flat offset
+    q of the panel)."""
+    b0 = vload(bp, q)
+    b1 = vload(bp, q + LANES)
+    b2 = vload(bp, q + 2 * LANES)
+    b3 = vload(bp, q + 3 * LANES)
+    return (_sum4(S0, av, o0 + t, b0, b1, b2, b3, sc0),
+            _sum4(S1, av, o1 + t, b0, b1, b2, b3, sc1),
+            _sum4(S2, av, o2 + t, b0, b1, b2, b3, sc2),
+            _sum4(S3, av, o3 + t, b0, b1, b2, b3, sc3))
+
+
+@njit(cache=True, error_model="numpy")
 def _tile(av, pea, bp, peb, cbuf, obuf, g, boff, kp, K, F, f, emin_acc, thr, rne, chk):
     """Rows ROWS g .. ROWS g + 3 of A against the panel of B at flat offset boff: obuf[r, l] =
-    DOT of that row and column l of the panel from c = cbuf[r, l] (NaN where M reached thr);
+    DOT of that row and column l of the panel from c = cbuf[r, l] (NaN in the lanes where M
+    reached thr);
     returns False.
 
     chk False (the lazy mode): the rounding's test for subnormal outputs is skipped, and
@@ -398,36 +413,30 @@ def _tile(av, pea, bp, peb, cbuf, obuf, g, boff, kp, K, F, f, emin_acc, thr, rne
     P1 = _cpow(x1, peminv, tiny, tiny_test)
     P2 = _cpow(x2, peminv, tiny, tiny_test)
     P3 = _cpow(x3, peminv, tiny, tiny_test)
-    M0 = vsplat(0.0)
-    M1 = M0
-    M2 = M0
-    M3 = M0
+    M = vsplat(0.0)
     by4 = K % 4 == 0
     W = ssplat(-1)
     lim = min(max((emin_acc + F + BIAS) * CODE - REAL16, 0), 65535)
     for k0 in range(0, kp, K):
         # Step 3: E_max of c and the K products, per lane: the products' largest exponent sum
-        # for the 4 rows at once (int16), then per row the larger of it and c's power as
-        # int64 bit patterns (c's power is >= 2^EMAX_CLAMP > 0: zero products never win).
+        # for the 4 rows at once (int16), then per row the larger of it (a float64 power, see
+        # srow) and c's power (0 or >= 2^EMAX_CLAMP: zero products never win).
         s = _eblock(pea, qo, peb, boff, k0, K)
         if not chk:
             W = sminu_off(W, s, REAL16)
-        sc0, S0 = _start(x0, vimax_bits(P0, srow0(s)), csc)
-        sc1, S1 = _start(x1, vimax_bits(P1, srow1(s)), csc)
-        sc2, S2 = _start(x2, vimax_bits(P2, srow2(s)), csc)
-        sc3, S3 = _start(x3, vimax_bits(P3, srow3(s)), csc)
-        # Step 4: the exact integer sum of the truncated terms.
-        if by4:
+        sc0, S0 = _start(x0, vmax(P0, srow0(s)), csc)
+        sc1, S1 = _start(x1, vmax(P1, srow1(s)), csc)
+        sc2, S2 = _start(x2, vmax(P2, srow2(s)), csc)
+        sc3, S3 = _start(x3, vmax(P3, srow3(s)), csc)
+        # Step 4: the exact integer sum of the truncated terms (K = 4, the V100 and T4 models:
+        # straight-line code, no inner loop).
+        if K == 4:
+            S0, S1, S2, S3 = _sum4x4(S0, S1, S2, S3, av, o0, o1, o2, o3, k0, bp,
+                                     boff + k0 * LANES, sc0, sc1, sc2, sc3)
+        elif by4:
             for t in range(k0, k0 + K, 4):
-                q = boff + t * LANES
-                b0 = vload(bp, q)
-                b1 = vload(bp, q + LANES)
-                b2 = vload(bp, q + 2 * LANES)
-                b3 = vload(bp, q + 3 * LANES)
-                S0 = _sum4(S0, av, o0 + t, b0, b1, b2, b3, sc0)
-                S1 = _sum4(S1, av, o1 + t, b0, b1, b2, b3, sc1)
-                S2 = _sum4(S2, av, o2 + t, b0, b1, b2, b3, sc2)
-                S3 = _sum4(S3, av, o3 + t, b0, b1, b2, b3, sc3)
+                S0, S1, S2, S3 = _sum4x4(S0, S1, S2, S3, av, o0, o1, o2, o3, t, bp,
+                                         boff + t * LANES, sc0, sc1, sc2, sc3)
         else:
             for t in range(k0, k0 + K):
                 b = vload(bp, boff + t * LANES)
@@ -436,17 +445,17 @@ def _tile(av, pea, bp, peb, cbuf, obuf, g, boff, kp, K, F, f, emin_acc, thr, rne
                 S2 = vacc_add(S2, _term(av, o2 + t, b, sc2))
                 S3 = vacc_add(S3, _term(av, o3 + t, b, sc3))
         # Step 5: one rounding per block.
-        x0, x1, x2, x3, P0, P1, P2, P3, M0, M1, M2, M3 = _end4(
-            S0, S1, S2, S3, sc0, sc1, sc2, sc3, M0, M1, M2, M3, qscale, qmin, pemin, peminv,
-            tiny, tiny_test, rzmask, c15, rne, chk)
+        x0, x1, x2, x3, P0, P1, P2, P3, M = _end4(
+            S0, S1, S2, S3, sc0, sc1, sc2, sc3, M, qscale, qmin, pemin, peminv, tiny,
+            tiny_test, rzmask, c15, rne, chk)
     if not chk and sany_ult(W, lim):
         return True
     nan = vsplat(np.nan)
     thrv = vsplat(thr)
-    vstore(obuf, 0, vselect_ge(M0, thrv, nan, x0))
-    vstore(obuf, LANES, vselect_ge(M1, thrv, nan, x1))
-    vstore(obuf, 2 * LANES, vselect_ge(M2, thrv, nan, x2))
-    vstore(obuf, 3 * LANES, vselect_ge(M3, thrv, nan, x3))
+    vstore(obuf, 0, vselect_ge(M, thrv, nan, x0))
+    vstore(obuf, LANES, vselect_ge(M, thrv, nan, x1))
+    vstore(obuf, 2 * LANES, vselect_ge(M, thrv, nan, x2))
+    vstore(obuf, 3 * LANES, vselect_ge(M, thrv, nan, x3))
     return False
 
 
