@@ -82,18 +82,20 @@ def test_checker_names_the_first_bad_element_in_the_operand_shape():
     P.Checker(x, sf.get_format("fp16"), "A").settle(0)     # nothing reported, nothing checked
 
 
+@pytest.mark.parametrize("shape", [(300, 517), (5, 9)])
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "e4m3fn", CUSTOM_NOSUB])
-def test_row_and_column_statistics(fmt):
+def test_row_and_column_statistics(fmt, shape):
     """sum x^2 and the smallest exponent max(floor(log2|x|), emin) over the non-zero elements,
-    per row (prep_rows) and per column (prep_cols), against numpy; conversions exact; the
-    rejects are the elements the filter does not pass; one thread and two give the same."""
+    per row (prep_rows) and per column (prep_cols: ROW_BLOCKS blocks of rows, fewer when B has
+    fewer rows), against numpy; conversions exact; the rejects are the elements the filter does
+    not pass; one thread and two give the same."""
     import numba
     fmt = sf.get_format(fmt)
     rng = np.random.default_rng(2)
-    x = rng.standard_normal((300, 517)) * np.exp2(rng.integers(-20, 5, (300, 517)))
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-20, 5, shape))
     x = np.asarray(sf.round(x, fmt), np.float32)
     x[::7, ::5] = 0.0
-    x[5] = 0.0                                      # a row without non-zero elements
+    x[min(5, shape[0] - 1)] = 0.0                   # a row without non-zero elements
     x64 = x.astype(np.float64)
     nz = np.where(x64 != 0, np.abs(x64), np.inf)
 

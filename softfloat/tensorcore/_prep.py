@@ -65,9 +65,10 @@ _TF32_KEEP = np.uint32(0xFFFFE000)   # sign, 8 exponent bits and the 10 top frac
 #: bound of the certificates, so its (all-zero) products are certified exact.
 NO_EXP = 4000
 _NONE = U64_MINUS_1                  # "no non-zero element" in the smallest-magnitude minimum
-#: Elements per parallel chunk of convert; columns of B per strip of prep_cols.
+#: Elements per parallel chunk of convert; blocks of rows of B in prep_cols (each with its own
+#: partial column statistics: a fixed number, so that the sums do not depend on the threads).
 CHUNK = 1 << 14
-STRIP = 256
+ROW_BLOCKS = 8
 #: Largest scratch array kept between calls, in elements (32 MiB of float64), and the smallest
 #: (below it a fresh np.empty costs less than the lookup: ~0.3 us, no page to fault in).
 MAX_CACHED = 1 << 22
@@ -242,39 +243,44 @@ def _row(xr, o, gp):
 
 
 @njit(cache=True, error_model="numpy")
-def _strip(x, out, j0, w, gp, emin, nrm, mexp, mn):
-    """Columns j0 .. j0+w-1 of B: conversion, statistics, rejects (vectorised over the
-    strip's columns; slices starting at 0 let LLVM prove the indices non-negative); mn: a
-    work array of at least w elements."""
-    nr = nrm[j0:j0 + w]
-    for jj in range(w):
-        nr[jj] = 0.0
-        mn[jj] = _NONE
+def _col_rows(x, out, r0, r1, gp, nr, mn):
+    """Rows r0 .. r1-1 of B, whole rows (contiguous): conversion, rejects, and their part of
+    the column statistics, accumulated into nr (sum b^2) and mn (smallest non-zero magnitude's
+    pattern) per column."""
     cnt = 0
-    for i in range(x.shape[0]):
-        xr = x[i, j0:j0 + w]
-        orow = out[i, j0:j0 + w]
-        for jj in range(w):
-            v = np.float64(xr[jj])
-            orow[jj] = v
+    for i in range(r0, r1):
+        xr = x[i]
+        orow = out[i]
+        for j in range(xr.shape[0]):
+            v = np.float64(xr[j])
+            orow[j] = v
             cnt += not fast_ok(v, gp)
-            nr[jj] += v * v
-            mn[jj] = min(mn[jj], _nz(v))
-    for jj in range(w):
-        mexp[j0 + jj] = _exponent(mn[jj], emin)
+            nr[j] += v * v
+            mn[j] = min(mn[j], _nz(v))
     return cnt
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
 def prep_cols(x, out, gp, emin, nrm, mexp):
     """One pass over B (k x n): out = float64(B); per column sum b^2 and the smallest exponent.
-    Returns the filter's rejects."""
-    n = x.shape[1]
+    Returns the filter's rejects.  B is read in whole rows (contiguous, like prep_rows), in
+    ROW_BLOCKS blocks of rows with partial column statistics each, combined at the end: a
+    fixed split, so the sums are the same whatever the number of threads."""
+    k, n = x.shape
+    nb = max(1, min(ROW_BLOCKS, k))
+    nr = np.zeros((nb, n))
+    mn = np.full((nb, n), _NONE, np.uint64)
     rej = 0
-    for ch in prange((n + STRIP - 1) // STRIP):
-        j0 = ch * STRIP
-        mn = np.empty(STRIP, np.uint64)
-        rej += _strip(x, out, j0, min(n, j0 + STRIP) - j0, gp, emin, nrm, mexp, mn)
+    for b in prange(nb):
+        rej += _col_rows(x, out, b * k // nb, (b + 1) * k // nb, gp, nr[b], mn[b])
+    for j in range(n):
+        s = 0.0
+        m = _NONE
+        for b in range(nb):
+            s += nr[b, j]
+            m = min(m, mn[b, j])
+        nrm[j] = s
+        mexp[j] = _exponent(m, emin)
     return rej
 
 
