@@ -330,7 +330,6 @@ def test_bit_comparisons_find_differences():
         _same_bits(a, b, "fp16", "rne", 0)
 
 
-
 def _reference_rne(fname, x):
     if fname == "fp16":
         with np.errstate(all="ignore"):
