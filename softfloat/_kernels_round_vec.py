@@ -100,10 +100,21 @@ Pass 4: round_value for what pass 3 could not decide: with 32-bit lanes only the
   bits are at hand, so stochastic rounding with r >= 32 far below the grid (k >= 32) is decided
   here when those 32 bits do not already exclude rounding up (they do unless their top 8 bits
   are all ones: at most 1/256 of those elements, and none with the default 24 bits).
-Passes 3 and 4 are not part of a chunk's first run (``_chunk_passes`` ends after pass 2 and
-returns what is left per block): sf.round runs them in a second launch (``RoundVecLate``) over
-the chunks that left elements, if any did, so that a process compiles them only when some data
-needs them; the arithmetic gives such elements to its scalar op (softfloat._kernels_arith_f32).
+Launches.  sf.round compiles only what its data needs (Numba compiles a function at its first
+call, so a pass that is never reached is never compiled):
+* first, until a process has needed the later passes, pass 1 alone (``RoundVecDetLean`` & co.,
+  one class per (stochastic rounding, flags counted) pair), each chunk up to the first block in
+  which it marks an element; data in the format's normal range ends there;
+* then (``RoundVecDet`` & co.) passes 1 to 2 (``_chunk_passes``) over each chunk from that
+  block on (the block done again, its first results and flag counts dropped), and from then
+  on in that process this launch alone, from every chunk's first block (``_FULL_LAUNCHED``):
+  results, flags and random bits are the same either way, and the second launch would
+  otherwise read again from memory the rest of every chunk holding a mark (one fp16 value in
+  about 20,000 of N(0,1) data is below 2^-14: half of the chunks);
+* passes 3 and 4 (``RoundVecLate``), over the chunks that left elements, if any did.
+The first sf.round(x, "fp16") of a process on normal-range data compiled in 16 s with pass 1x
+and pass 2, 3.5 s without (Zen 3, fresh cache, 2026-11-29).  The arithmetic gives the elements
+that passes 3 and 4 would settle to its scalar op (softfloat._kernels_arith_f32).
 
 Imports numpy, numba and the sibling kernel modules only.
 """
@@ -260,9 +271,13 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
             return (sign if np.signbit(v) else 0) | qnan
         return _pattern(v, lane)
 
-    ov = [pat(overflow_result(neg, mode, fp)[0]) for neg in (False, True)]
-    (inf_p, inf_fl_p), (inf_n, inf_fl_n) = [inf_result(neg, fp) for neg in (False, True)]
-    (zero_p, zero_fl_p), (zero_n, zero_fl_n) = [zero_result(neg, fp) for neg in (False, True)]
+    # round_pack's own rules, run as Python (py_func): compiling them for this call alone took
+    # 1.4 s of a process's first sf.round (Zen 3, 2026-11-29); the kernels compile them where
+    # they need them
+    ov = [pat(overflow_result.py_func(neg, mode, fp)[0]) for neg in (False, True)]
+    (inf_p, inf_fl_p), (inf_n, inf_fl_n) = [inf_result.py_func(neg, fp) for neg in (False, True)]
+    (zero_p, zero_fl_p), (zero_n, zero_fl_n) = [zero_result.py_func(neg, fp)
+                                                for neg in (False, True)]
     tinybits = _pattern(2.0 ** emin, lane)
     qe = emin - m
     lean_min = max(tinybits, 1 << F)
@@ -959,16 +974,51 @@ RoundVec = record("RoundVec", VecParams._fields + FormatParams._fields, None, __
                   dynamic=(("key", np.uint64), ("base", np.int64), ("want_flags", np.bool_)))
 
 
+def _lean_record(name, is_sr, want_flags):
+    """The first launch class of sf.round for one (stochastic rounding, flags counted) pair:
+    pass 1 alone, block after block, up to the first block in which it marks an element;
+    resume[c] = that block's index in chunk c (its results and flag counts are dropped: the
+    second launch does it again), or -1 when pass 1 settled the whole chunk.  A launch of its
+    own so that a process compiles the later passes (_chunk_passes) only when some data needs
+    them: data in the format's normal range (the first call of most sessions) compiles pass 1
+    only.  The closure holds two booleans only (Numba keys a cached closure by its cells'
+    pickled values)."""
+    def chunk(k, lo, hi, c, xb, ob, counts, resume):
+        kv = k
+        xs = xb[lo:hi]
+        os = ob[lo:hi]
+        n = xs.size
+        for b in range((n + BLOCK - 1) // BLOCK):
+            s = b * BLOCK
+            e = min(n, s + BLOCK)
+            inex = counts[c, 0]
+            over = counts[c, 2]
+            if _lean_block(xs[s:e], os[s:e], kv, kv.key, kv.base + lo + s, counts, c, is_sr,
+                           want_flags) != 0:
+                counts[c, 0] = inex
+                counts[c, 2] = over
+                resume[c] = b
+                return
+        resume[c] = -1
+    chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
+    return record(name, RoundVec.static_fields, njit(cache=True)(chunk), __name__,
+                  dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
+
+
 def _round_record(name, is_sr, want_flags):
-    """The launch class of sf.round for one (stochastic rounding, flags counted) pair: its
+    """The second launch class of sf.round for one (stochastic rounding, flags counted) pair,
+    over the chunks that the first one (_lean_record) left, from the block it stopped at: its
     chunk function runs _chunk_passes with both as literals, so that a call compiles only the
     passes of its own pair.  (One chunk function branching on them at run time compiled all
     four sets at the first call: the first sf.round(x, "fp16") of a process took 58 s on the
-    2-core Zen 3 host, 2026-11-28.)  The closure holds two booleans only (Numba keys a cached
-    closure by its cells' pickled values)."""
-    def chunk(k, lo, hi, c, xb, ob, counts, late):
+    2-core Zen 3 host, 2026-11-28.)"""
+    def chunk(k, lo, hi, c, xb, ob, counts, resume, late):
+        if resume[c] < 0:
+            late[c] = False
+            return
         kv = RoundVec(*k)
-        left = _chunk_passes(kv, xb[lo:hi], ob[lo:hi], kv.base + lo, counts, c, is_sr,
+        s = lo + resume[c] * BLOCK
+        left = _chunk_passes(kv, xb[s:hi], ob[s:hi], kv.base + s, counts, c, is_sr,
                              want_flags)
         late[c] = _any_left(left)
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
@@ -976,11 +1026,14 @@ def _round_record(name, is_sr, want_flags):
                   dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
 
 
-# The launch class of each (is_sr, want_flags) pair, bound to its module-level name (Numba's
-# cache refers to a record class by module and name).
+# The launch classes of each (is_sr, want_flags) pair, bound to their module-level names
+# (Numba's cache refers to a record class by module and name).
+_LEAN_RECORDS = {}
 _ROUND_RECORDS = {}
 for _sr, _flags, _name in ((False, False, "RoundVecDet"), (False, True, "RoundVecDetFlags"),
                            (True, False, "RoundVecSr"), (True, True, "RoundVecSrFlags")):
+    _LEAN_RECORDS[_sr, _flags] = globals()[_name + "Lean"] = _lean_record(_name + "Lean", _sr,
+                                                                          _flags)
     _ROUND_RECORDS[_sr, _flags] = globals()[_name] = _round_record(_name, _sr, _flags)
 
 
@@ -1004,6 +1057,11 @@ RoundVecLate = record("RoundVecLate", RoundVec.static_fields, _late_chunk, __nam
                       dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
 
 
+#: The (is_sr, want_flags) pairs and lane types whose second launch class (_round_record) this
+#: process has run: from then on sf.round launches it alone (round_vec).
+_FULL_LAUNCHED: set = set()
+
+
 @functools.lru_cache(maxsize=512)
 def vec_static(cls, fmt, mode: int, rbits: int, lane):
     """The static part (softfloat._driver) of a record of class ``cls`` (a launch class of
@@ -1020,10 +1078,23 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     want_flags = bool(want_flags)
     lane = xb.dtype.type
     dyn = (np.uint64(key), int(base), want_flags)
+    pair = (int(mode) == SR, want_flags)
+    nc = max(1, n_chunks(xb.size))
+    if (pair, lane) in _FULL_LAUNCHED:
+        # every chunk from its first block: one launch, as where every chunk has marks
+        resume = np.zeros(nc, np.int64)
+    else:
+        # resume[c]: the block of chunk c where pass 1 met its first mark, -1 if none
+        resume = np.empty(nc, np.int64)
+        launch(vec_static(_LEAN_RECORDS[pair], fmt, int(mode), int(rbits), lane), dyn,
+               xb.size, xb, ob, counts, resume)
+        if resume.max() < 0:
+            return
+        _FULL_LAUNCHED.add((pair, lane))
     # late[c]: whether chunk c left elements to passes 3 and 4
-    late = np.zeros(max(1, n_chunks(xb.size)), np.bool_)
-    launch(vec_static(_ROUND_RECORDS[int(mode) == SR, want_flags], fmt, int(mode), int(rbits),
-                      lane), dyn, xb.size, xb, ob, counts, late)
+    late = np.empty(nc, np.bool_)
+    launch(vec_static(_ROUND_RECORDS[pair], fmt, int(mode), int(rbits), lane), dyn, xb.size,
+           xb, ob, counts, resume, late)
     if late.any():
         launch(vec_static(RoundVecLate, fmt, int(mode), int(rbits), lane), dyn, xb.size, xb,
                ob, counts, late)

@@ -15,6 +15,8 @@ flags, which it checks on every input.  tests/test_round_core.py checks the kern
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -246,7 +248,8 @@ import json
 import numpy as np
 import softfloat as sf
 from softfloat import _kernels_round_vec as KV
-names = ("RoundVecDet", "RoundVecDetFlags", "RoundVecSr", "RoundVecSrFlags", "RoundVecLate")
+names = [p + s for p in ("RoundVecDet", "RoundVecDetFlags", "RoundVecSr", "RoundVecSrFlags")
+         for s in ("Lean", "")] + ["RoundVecLate"]
 def count():
     return {n: len(getattr(KV, n).drive.signatures) for n in names}
 x = np.linspace(-3, 3, 1000, dtype=np.float32)
@@ -254,6 +257,10 @@ seen = [count()]
 sf.round(x, "fp16")
 seen.append(count())
 sf.round(x, "bf16", "sr", seed=1, flags=sf.Flags())
+seen.append(count())
+# one fp16 subnormal among normal values: pass 1 marks it, the second launch settles it
+x[700] = 2.0 ** -20
+sf.round(x, "fp16")
 seen.append(count())
 # stochastic rounding with 40 random bits far below fp16's grid: passes 3 and 4 (the late launch)
 tiny = np.full(1000, 2.0 ** -60, np.float32)
@@ -263,24 +270,78 @@ print(json.dumps(seen))
 """
 
 
-def test_a_call_compiles_only_the_passes_of_its_mode_family_and_flags():
-    """sf.round launches one of four record classes by (stochastic rounding, flags counted),
-    each compiling _chunk_passes for its own pair only: in a fresh process the first rne call
-    without flags compiles (or loads) one driver, of RoundVecDet, and none of the other three;
-    passes 3 and 4 (RoundVecLate, a second launch) only when some element needs them."""
+def test_a_call_compiles_only_the_passes_its_data_and_mode_need():
+    """sf.round launches pass 1 alone first (one of four record classes by (stochastic
+    rounding, flags counted)), then, only where pass 1 marked elements, the record class of
+    the same pair that runs the later passes from the marked block on, and passes 3 and 4
+    (RoundVecLate) only when some element needs them.  So in a fresh process a first call on
+    data in the format's normal range compiles (or loads) pass 1 of its pair and nothing
+    else."""
     import json
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", _FIRST_CALL_PROBE], capture_output=True,
                          text=True, check=True).stdout
-    before, rne, sr_flags, late = json.loads(out.splitlines()[-1])
-    assert before == {"RoundVecDet": 0, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                      "RoundVecSrFlags": 0, "RoundVecLate": 0}
-    assert rne == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                   "RoundVecSrFlags": 0, "RoundVecLate": 0}
-    assert sr_flags == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 0,
-                        "RoundVecSrFlags": 1, "RoundVecLate": 0}
-    assert late == {"RoundVecDet": 1, "RoundVecDetFlags": 0, "RoundVecSr": 1,
-                    "RoundVecSrFlags": 1, "RoundVecLate": 1}
+    before, rne, sr_flags, marked, late = json.loads(out.splitlines()[-1])
+
+    def compiled(counts):
+        return sorted(n for n, v in counts.items() if v)
+
+    assert set(before.values()) == {0}
+    assert compiled(rne) == ["RoundVecDetLean"]
+    assert compiled(sr_flags) == ["RoundVecDetLean", "RoundVecSrFlagsLean"]
+    assert compiled(marked) == ["RoundVecDet", "RoundVecDetLean", "RoundVecSrFlagsLean"]
+    assert compiled(late) == ["RoundVecDet", "RoundVecDetLean", "RoundVecLate", "RoundVecSr",
+                              "RoundVecSrFlagsLean", "RoundVecSrLean"]
+    assert set(rne.values()) | set(late.values()) == {0, 1}
     assert KV.RoundVec.drive is None          # the passes' record type is never launched
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_second_launch_resumes_at_the_first_marked_block(dtype):
+    """Until a process has needed the later passes, pass 1 runs alone first and stops in each
+    chunk at the first block holding a marked element; the second launch starts there, the
+    block done again (its results and flag counts from the first launch dropped); afterwards
+    the second launch runs alone from every chunk's first block.  Both ways are checked, with
+    single marks at a chunk's first element, a block's last element, the last (partial) block
+    and in several chunks, on more than SERIAL_MAX elements (several threads): every bit and
+    every flag count as round_value's, in rne, rtz and sr, with and without flags (a count of
+    the stopped block kept twice, or a block skipped, would show)."""
+    from softfloat._driver import CHUNK, SERIAL_MAX
+    from softfloat.flags import FLAG_NAMES
+
+    B = KV.BLOCK
+    lane = np.uint32 if dtype == np.float32 else np.uint64
+    rng = np.random.default_rng(3)
+    n = SERIAL_MAX + 1 + 3 * CHUNK + 300
+    nc = (n + CHUNK - 1) // CHUNK
+    where = [1 * CHUNK, 2 * CHUNK + 37 * B + B - 1, 3 * CHUNK + 5 * B + 17, 3 * CHUNK + 6 * B,
+             (nc - 1) * CHUNK + B + 11, n - 1]
+    for fmt in (sf.get_format("fp16"), sf.get_format("e4m3fn"), sf.get_format("bf16")):
+        x = rng.standard_normal(n).astype(dtype)
+        # marks: a value below the format's normal range, a NaN, a subnormal, -0.0 with a NaN
+        marks = np.array([fmt.tiny / 3, np.nan, fmt.tiny * 0.7, -0.0, -np.nan, fmt.tiny / 5])
+        x[where] = marks.astype(dtype)
+        for mode in (sf.Mode.RNE, sf.Mode.RTZ, sf.Mode.SR):
+            kw = dict(seed=9) if mode == sf.Mode.SR else {}
+            key = sf.rng.seed_key(9) if mode == sf.Mode.SR else np.uint64(0)
+            rb = 24 if mode == sf.Mode.SR else 1
+            ref = np.empty(n, fmt.carrier_dtype)
+            counts = np.zeros((K.n_chunks(n), K.NFLAGS), np.int64)
+            K.round_kernel(x, ref, fmt.kernel_params(), int(mode), key, 0, rb, True, counts)
+            want = counts.sum(axis=0)
+            w = np.uint32 if ref.dtype == np.float32 else np.uint64
+            for flags, tiered in itertools.product((False, True), (True, False)):
+                if tiered:              # as in a process that has not run the second launch
+                    KV._FULL_LAUNCHED.clear()
+                fl = sf.Flags() if flags else None
+                got = sf.round(x, fmt, mode, flags=fl, **kw)
+                # the marks needed the second launch, which the next call then runs alone
+                assert ((mode == sf.Mode.SR, flags), lane) in KV._FULL_LAUNCHED
+                bad = np.flatnonzero(got.view(w) != ref.view(w))
+                assert bad.size == 0, (fmt.name, mode, flags, tiered, bad[:5])
+                if flags:
+                    have = [getattr(fl, f) for f in FLAG_NAMES]
+                    assert have == list(want), (fmt.name, mode, tiered, have, want)
+                    assert fl.underflow > 0
