@@ -20,7 +20,7 @@ loop).  What it fixes once for all of them:
 
 Interface (how to write a kernel that runs on it)::
 
-    @njit(cache=True)
+    @njit(cache=True, **INNER)                      # called by compiled code only
     def _my_chunk(k, lo, hi, c, x, out, counts):   # k: the record; c: the chunk's row
         fp = format_params_of(k)                    # (softfloat._roundpack) FormatParams again
         for i in range(lo, hi):
@@ -83,8 +83,8 @@ from numba import njit
 
 from ._threads import PARALLEL_MIN_WORK
 
-__all__ = ["CHUNK", "NFLAGS", "SERIAL_MAX", "n_chunks", "flag_table", "add_flag_counts",
-           "record", "launch"]
+__all__ = ["CHUNK", "NFLAGS", "SERIAL_MAX", "INNER", "n_chunks", "flag_table",
+           "add_flag_counts", "record", "launch"]
 
 #: Elements per chunk (2^14 = 16384: large enough to amortise scheduling, small enough to balance
 #: two threads on arrays of a few hundred thousand elements, and one chunk of float32 input and
@@ -127,6 +127,16 @@ def add_flag_counts(counts, c, fl):
             if fl & (1 << k):
                 counts[c, k] += 1
 
+
+#: njit options of the functions that only compiled code calls (chunk functions, the passes
+#: of a chunk): no CPython wrapper and no C-callable one, which Numba otherwise builds for
+#: every function it compiles.  The CPython wrapper's unboxing of a kernel record (sf.round's
+#: has 88 fields) was ~0.45 s of a chunk function's 1.2-1.7 s of compilation (a do-nothing
+#: chunk function, fresh cache, Zen 3, 2026-11-29).  Such a function must never be called
+#: from Python: without its wrapper the call crashes the interpreter (Numba 0.60-0.68).  So
+#: only private functions that the drivers and other compiled functions call get these
+#: options (tests/test_driver.py lists the chunk functions; tests call none of them).
+INNER = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 #: record classes by their structured-array tag ``record_<Name>`` (see ``record``)
 _RECORDS: dict = {}

@@ -27,7 +27,7 @@ from numba import njit
 
 from . import _kernels_arith_f32 as KV
 from ._arith import ADD, DIV, FMA, FMA_EXACT, MUL, MUL_EXACT, SQRT, SUB, scalar_op
-from ._driver import add_flag_counts, launch, record
+from ._driver import INNER, add_flag_counts, launch, record
 from ._roundpack import SR, format_params_of
 from .formats import FormatParams
 from .rng import random_bits
@@ -37,7 +37,7 @@ __all__ = ["ADD", "DIV", "FMA", "FMA_EXACT", "MUL", "MUL_EXACT", "SQRT", "SUB", 
            "vectorised"]
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _each_chunk(k, lo, hi, c, a, sa, b, sb, cc, sc, out, counts):
     """out[i] = round(a[i*sa] (op) b[i*sb] [, cc[i*sc]]) for i in [lo, hi), element by element."""
     fp = format_params_of(k)

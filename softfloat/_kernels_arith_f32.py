@@ -44,7 +44,7 @@ from . import _kernels_round_vec as RV
 from ._kernels_round_vec import out_of
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
 from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
-from ._driver import add_flag_counts, launch, record
+from ._driver import INNER, add_flag_counts, launch, record
 from ._intrinsics import popcount64, sel32, zero_mask64
 from ._lanes import vcount, vmerge
 from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
@@ -100,7 +100,7 @@ def _lean_b(op, xs, ys, zs, vbuf, rdn):
 # The record is rebuilt as the conversion's own RoundVec (same fields, same order), so that these
 # functions are compiled once per lane width and shared by the six operations.
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _round_a(kv, buf, os, base, c, counts):
     """Route A: the RO24 patterns buf rounded into os (deterministic modes only), passes 1
     to 2; returns whether they left elements marked (see _late)."""
@@ -109,7 +109,7 @@ def _round_a(kv, buf, os, base, c, counts):
     return RV._any_left(RV._chunk_passes(kv, buf, os, base, counts, c, False, False))
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _round_b(kv, vbuf, os, base, c, counts):
     """Route B: the RO53 float64 patterns vbuf rounded into the float32 carrier patterns os,
     passes 1 to 2; returns whether they left elements marked (see _late)."""
@@ -400,7 +400,7 @@ def _arith_record(name, op, route_a):
         _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts)
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
     return record(name, RV.RoundVec.static_fields,
-                  njit(cache=True, error_model="numpy")(chunk), __name__,
+                  njit(cache=True, error_model="numpy", **INNER)(chunk), __name__,
                   dynamic=zip(("key", "base", "want_flags"), RV.RoundVec.dynamic_types))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._driver import launch, record
+from ._driver import INNER, launch, record
 from ._primitives import (F32_ABS, F32_INF, F64_EXP_ALL_ONES, F64_EXP_FIELD, F64_FRAC,
                           F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT, U64_0, U64_1, bit_length,
                           pow2)
@@ -243,7 +243,7 @@ def note_bad(bad, c, i, st):
 
 # ----- kernel records and chunk functions (see softfloat._driver) ----------------------------
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _to_bits_chunk(k, lo, hi, c, xb, out, bad):
     fp = format_params_of(k)
     for i in range(lo, hi):
@@ -252,7 +252,7 @@ def _to_bits_chunk(k, lo, hi, c, xb, out, bad):
         note_bad(bad, c, i, st)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _from_bits_chunk(k, lo, hi, c, bits, ob):
     fp = format_params_of(k)
     for i in range(lo, hi):
@@ -315,7 +315,7 @@ def next_down_unsigned(x, fp):
     return decode(p - _ONE, fp), OK
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _next_chunk(k, lo, hi, c, x, out, bad):
     """direction +1: next_up; -1: next_down(x) = -next_up(-x) (signed formats)."""
     fp = format_params_of(k)
@@ -351,7 +351,7 @@ def logb_one(x, fp):
     return np.float64(E - 1023), OK
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _exponent_chunk(k, lo, hi, c, x, out, bad):
     fp = format_params_of(k)
     for i in range(lo, hi):
@@ -360,7 +360,7 @@ def _exponent_chunk(k, lo, hi, c, x, out, bad):
         note_bad(bad, c, i, st)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _ulp_chunk(k, lo, hi, c, x, out, bad):
     """out[i] = 2^(max(logb(x), emin) - m); zeros give 2^(emin - m); Inf -> Inf; NaN -> NaN."""
     fp = format_params_of(k)
@@ -378,7 +378,7 @@ def _ulp_chunk(k, lo, hi, c, x, out, bad):
 C_NAN, C_NINF, C_NNORM, C_NSUB, C_NZERO, C_PZERO, C_PSUB, C_PNORM, C_PINF = range(9)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _classify_chunk(k, lo, hi, c, x, out, bad):
     fp = format_params_of(k)
     tiny = pow2(fp.emin)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._driver import CHUNK, NFLAGS, add_flag_counts, launch, n_chunks, record
+from ._driver import CHUNK, INNER, NFLAGS, add_flag_counts, launch, n_chunks, record
 from ._roundpack import SR, format_params_of, round_integer, round_value
 from .formats import FormatParams
 from .rng import random_bits
@@ -43,7 +43,7 @@ def _round_one_impl(xi, fp, mode, u, rbits):
     return None
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _round_each_chunk(k, lo, hi, c, x, out, counts):
     """out[i] = round(x[i]) for i in [lo, hi): floats through round_value, integers (int64 or
     uint64 arrays) through round_integer."""

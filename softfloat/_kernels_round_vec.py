@@ -128,7 +128,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._driver import add_flag_counts, launch, n_chunks, record
+from ._driver import INNER, add_flag_counts, launch, n_chunks, record
 from ._kernels_bits import carrier_bits, store_carrier
 from ._primitives import F32_FRAC, F32_INF, F32_SIGN, F64_ABS, F64_EXP_FIELD, F64_FRAC, F64_HIDDEN
 from ._lanes import (vadd, vand, vcount, veq, vfbits, vge, vgt, vlt, vmagic, vmax, vmerge, vmin,
@@ -742,7 +742,7 @@ def _lean_block(xs, os, P, key, base, counts, c, is_sr, want_flags):
     return np.int64(n_mark)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _special_pass(k, xs, os, left, b0, b1):
     """Without flags, after pass 1 over the blocks [b0, b1) of a chunk: the results of the Inf
     and NaN inputs (of a sign the format accepts) in the blocks holding marks, by the selects
@@ -841,7 +841,7 @@ def _later_pass(elem, doc):
                 left[b] = np.int64(n_left)
     settle.__name__ = settle.__qualname__ = elem.py_func.__name__.strip("_") + "_pass"
     settle.__doc__ = doc
-    return njit(settle)
+    return njit(**INNER)(settle)
 
 
 @njit(cache=True, inline="always")
@@ -857,7 +857,7 @@ _settle_pass2 = _later_pass(_common, "Pass 2 (_common).")
 _settle_pass3 = _later_pass(_full, "Pass 3 (_full), the marked elements only (every False).")
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _value_block(xs, os, base, c, k, counts):
     """round_value for the elements still marked (never a NaN input: those pass 2 decides),
     with the random bits round_kernel would use."""
@@ -873,7 +873,7 @@ def _value_block(xs, os, base, c, k, counts):
                 add_flag_counts(counts, c, fl)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b0, b1):
     """Pass 1 over the blocks [b0, b1) of a chunk (an ordinary function, like the later
     passes): left[b] = how many elements of block b it marked; returns how many of these
@@ -1001,7 +1001,7 @@ def _lean_record(name, is_sr, want_flags):
                 return
         resume[c] = -1
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
-    return record(name, RoundVec.static_fields, njit(cache=True)(chunk), __name__,
+    return record(name, RoundVec.static_fields, njit(cache=True, **INNER)(chunk), __name__,
                   dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
 
 
@@ -1022,7 +1022,7 @@ def _round_record(name, is_sr, want_flags):
                              want_flags)
         late[c] = _any_left(left)
     chunk.__name__ = chunk.__qualname__ = f"_{name}_chunk"
-    return record(name, RoundVec.static_fields, njit(cache=True)(chunk), __name__,
+    return record(name, RoundVec.static_fields, njit(cache=True, **INNER)(chunk), __name__,
                   dynamic=zip(("key", "base", "want_flags"), RoundVec.dynamic_types))
 
 
@@ -1037,7 +1037,7 @@ for _sr, _flags, _name in ((False, False, "RoundVecDet"), (False, True, "RoundVe
     _ROUND_RECORDS[_sr, _flags] = globals()[_name] = _round_record(_name, _sr, _flags)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _late_chunk(k, lo, hi, c, xb, ob, counts, late):
     """Passes 3 and 4 of the chunks whose first launch left marked elements (late[c]): every
     block is searched for them (the per-block counts of that launch are gone)."""

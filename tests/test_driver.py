@@ -232,3 +232,23 @@ def test_a_forked_child_makes_its_own_worker_threads(tmp_path):
                               [str(root / "tests"), str(root)])))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[:2] == [str([1] * 20), "0"]
+
+
+def test_softfloat_chunk_functions_are_compiled_without_python_wrappers():
+    """Every chunk function of softfloat's launch classes is compiled for compiled callers
+    only (_driver.INNER: no CPython and no C-callable wrapper, whose unboxing of a large record
+    costs compile time at every first call).  (Not called from Python here: without a
+    wrapper that crashes the interpreter.)"""
+    import softfloat._kernels_arith  # noqa: F401  (the modules that define launch classes)
+    import softfloat._kernels_arith_f32  # noqa: F401
+    import softfloat._kernels_bits  # noqa: F401
+    import softfloat._kernels_round  # noqa: F401
+    import softfloat._kernels_round_vec  # noqa: F401
+    import softfloat.dfp._kernels_quant  # noqa: F401
+
+    ours = [c for c in _driver._RECORDS.values()
+            if c.__module__.startswith("softfloat.") and c.chunk is not None]
+    assert len(ours) >= 20
+    for cls in ours:
+        opts = cls.chunk.targetoptions
+        assert all(opts.get(k) == v for k, v in _driver.INNER.items()), (cls.__name__, opts)

@@ -229,8 +229,15 @@ def test_later_pass_is_vectorised_when_compiled_on_its_own():
     out = np.zeros(x.size, np.uint32)
     counts = np.zeros((1, 5), np.int64)
     left = np.zeros(nb, np.int64)
-    # called from Python, the flags are typed bool (a kernel's calls pass literals)
-    KV._settle_pass2(k, x.view(np.uint32), out, 0, counts, 0, False, True, left, True, 0, nb)
+    # called with the flags as run-time values, typed bool (a kernel's calls pass literals),
+    # from a compiled caller: the passes have no Python wrapper (softfloat._driver.INNER)
+    from numba import njit
+
+    @njit
+    def call(k, xs, out, counts, is_sr, want_flags, left, every, nb):
+        KV._settle_pass2(k, xs, out, 0, counts, 0, is_sr, want_flags, left, every, 0, nb)
+
+    call(k, x.view(np.uint32), out, counts, False, True, left, True, nb)
     sig = [s for s in KV._settle_pass2.signatures if str(s[6]) == "bool"][0]
     ir = KV._settle_pass2.inspect_llvm(sig)
     assert re.search(r"<\d+ x i32>", ir), "pass 2's block loop is scalar"

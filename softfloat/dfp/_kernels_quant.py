@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._driver import CHUNK, record
+from .._driver import CHUNK, INNER, record
 from .._primitives import (F32_ABS, F64_ABS, F64_BIAS, F64_EXP_ALL_ONES, F64_FRAC,
                            F64_FRAC_BITS, F64_HIDDEN, F64_SIGN_SHIFT, U64_0, U64_1,
                            bit_length64, pow2)
@@ -232,17 +232,17 @@ def _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, kind):
     counts[c, 1] = und
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _chunk_float(k, lo, hi, c, x, es, sc, gidx, out, counts):
     _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, FLOAT)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _chunk_float_sr(k, lo, hi, c, x, es, sc, gidx, out, counts):
     _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, FLOAT_SR)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _chunk_int(k, lo, hi, c, x, es, sc, gidx, out, counts):
     _walk(k, lo, hi, c, x, es, sc, gidx, out, counts, INT)
 
@@ -262,7 +262,7 @@ EVALUATOR_STATIC = {kind: cls.params() for kind, cls in EVALUATORS.items()}
 
 
 # ----- down-conversion shifts ------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _shift_chunk(k, lo, hi, c, x, shifts, out, counts):
     """out[f] = round(x[f] / 2^shifts[f]) clipped to [-pmax, pmax]; counts[c, 0] = saturated."""
     pmax, mode, key, rbits = k.pmax, k.mode, k.key, k.rbits
@@ -298,7 +298,7 @@ def _absmax_run(xb, lo, hi, absmask):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _absmax_chunk(k, lo, hi, c, xb, part):
     part[c] = _absmax_run(xb, lo, hi, k.absmask)
 
@@ -385,7 +385,7 @@ def int_times_pow2_to_f32(n, e):
     return np.float32(-v if neg else v)
 
 
-@njit(cache=True)
+@njit(cache=True, **INNER)
 def _sum_to_f32_chunk(k, f0, f1, c, ia, ea, ib, eb, out):
     """out[f] = fp32(ia[f] * 2^ea[f] + ib[f] * 2^eb[f]) with one RNE rounding (|ints| <= 2^31).
 
