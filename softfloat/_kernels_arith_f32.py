@@ -366,23 +366,22 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     zs = cc[lo:hi] if sc == 1 else np.full(n, cc[0])
     os = ob[lo:hi]
     base = k.base + lo
-    # steps 1 and 2
+    # steps 1 and 2 (route_a is a literal: Numba prunes the other branch before typing, so buf
+    # has one type, uint32 patterns on route A and uint64 float64 values on route B)
     if route_a:
         buf = np.empty(n, np.uint32)
         anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
-        if _round_a(RV.RoundVec(*k), buf, os, base, c, counts):
-            _late(op, k, xs, ys, zs, os, base, counts, c)
-        if anymark:
-            _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c)
+        late = _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
     else:
         # value64 is exact for every float32 operand (no SCALAR kind): _settle settles every
         # marked element here
-        vbuf = np.empty(n, np.uint64)
-        anymark = _lean_b(op, xs, ys, zs, vbuf, k.mode == RDN)
-        if _round_b(RV.RoundVec(*k), vbuf, os, base, c, counts):
-            _late(op, k, xs, ys, zs, os, base, counts, c)
-        if anymark:
-            _settle_marked(op, k, xs, ys, zs, vbuf, os, base, counts, c)
+        buf = np.empty(n, np.uint64)
+        anymark = _lean_b(op, xs, ys, zs, buf, k.mode == RDN)
+        late = _round_b(RV.RoundVec(*k), buf, os, base, c, counts)
+    if late:
+        _late(op, k, xs, ys, zs, os, base, counts, c)
+    if anymark:
+        _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c)
 
 
 # One record class per (operation, route), each with its own chunk function: a closure whose
