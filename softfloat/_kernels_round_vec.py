@@ -984,7 +984,6 @@ def _lean_record(name, is_sr, want_flags):
     only.  The closure holds two booleans only (Numba keys a cached closure by its cells'
     pickled values)."""
     def chunk(k, lo, hi, c, xb, ob, counts, resume):
-        kv = k
         xs = xb[lo:hi]
         os = ob[lo:hi]
         n = xs.size
@@ -993,7 +992,7 @@ def _lean_record(name, is_sr, want_flags):
             e = min(n, s + BLOCK)
             inex = counts[c, 0]
             over = counts[c, 2]
-            if _lean_block(xs[s:e], os[s:e], kv, kv.key, kv.base + lo + s, counts, c, is_sr,
+            if _lean_block(xs[s:e], os[s:e], k, k.key, k.base + lo + s, counts, c, is_sr,
                            want_flags) != 0:
                 counts[c, 0] = inex
                 counts[c, 2] = over
@@ -1075,11 +1074,13 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     float32 / float64 input, made by the caller) into the carrier patterns ob (uint32 / uint64
     views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
     table.  Requires vec_supported(fmt, input dtype)."""
+    if xb.size == 0:
+        return
     want_flags = bool(want_flags)
     lane = xb.dtype.type
     dyn = (np.uint64(key), int(base), want_flags)
     pair = (int(mode) == SR, want_flags)
-    nc = max(1, n_chunks(xb.size))
+    nc = n_chunks(xb.size)
     if (pair, lane) in _FULL_LAUNCHED:
         # every chunk from its first block: one launch, as where every chunk has marks
         resume = np.zeros(nc, np.int64)
