@@ -78,9 +78,12 @@ _U63 = F64_SIGN_SHIFT
 _U52 = F64_FRAC_BITS
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def format_params_of(k):
-    """The FormatParams of a flat kernel record holding its fields (see softfloat._driver)."""
+    """The FormatParams of a flat kernel record holding its fields (see softfloat._driver).
+    Inlined: compiled on its own it was a function per record class (each with a CPython
+    wrapper unboxing the record), 0.44 s of the first to_bits call's compilation (Zen 3,
+    2026-11-29)."""
     return FormatParams(k.man_bits, k.exp_bits, k.bias, k.emin, k.emax, k.subnormals,
                         k.inf_nan, k.saturate, k.signed, k.zero, k.width, k.maxval)
 
