@@ -1073,7 +1073,9 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
     """ob = patterns of round(x) for the input patterns xb (1-d uint32 / uint64 views of the
     float32 / float64 input, made by the caller) into the carrier patterns ob (uint32 / uint64
     views); key the SR key (seed_key), base the global index of element 0, counts a driver flag
-    table.  Requires vec_supported(fmt, input dtype)."""
+    table.  Requires vec_supported(fmt, input dtype).  ob must not overlap xb: the later passes
+    (and the second launch, on the block where the first one stopped) read the inputs of
+    elements whose results are already written."""
     if xb.size == 0:
         return
     want_flags = bool(want_flags)
