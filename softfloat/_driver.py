@@ -133,7 +133,7 @@ def add_flag_counts(counts, c, fl):
 #: every function it compiles.  The CPython wrapper's unboxing of a kernel record (sf.round's
 #: has 88 fields) was ~0.45 s of a chunk function's 1.2-1.7 s of compilation (a do-nothing
 #: chunk function, fresh cache, Zen 3, 2026-11-29).  Such a function must never be called
-#: from Python: without its wrapper the call crashes the interpreter (Numba 0.60-0.68).  So
+#: from Python: without its wrapper the call crashes the interpreter (checked, Numba 0.68).  So
 #: only private functions that the drivers and other compiled functions call get these
 #: options (tests/test_driver.py lists the chunk functions; tests call none of them).
 INNER = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
