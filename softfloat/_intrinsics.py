@@ -13,12 +13,13 @@ LLVM i32 instruction itself with uint32 (or boolean) results, so that LLVM vecto
 per element).  Semantics are uint32 arithmetic modulo 2^32; shift counts must be < 32 (LLVM
 gives an undefined value otherwise).
 
-Explicit vectors for the Tensor Core tile kernel (softfloat/tensorcore/_tile.py): ``F64V``
-(LANES float64), ``ACCV`` (LANES exact-integer accumulators) and ``I16V`` (ROWS * LANES int16
-exponent codes of a ROWS x LANES tile), with loads, stores, splats, IEEE add / multiply /
-compare, exact bit manipulations and truncations.  Code written with them is vectorised by
-construction, with the same IEEE or integer operation in every lane, so results never depend on
-the machine.  No intrinsic uses fast-math flags or reassociation.
+Explicit vectors for the Tensor Core tile kernel (softfloat/tensorcore/_tile.py) and the ideal
+models' compensated sums (softfloat/tensorcore/_certify.py): ``F64V`` (LANES float64), ``ACCV``
+(LANES exact-integer accumulators) and ``I16V`` (ROWS * LANES int16 exponent codes of a
+ROWS x LANES tile), with loads (``vload_wide`` widens float32 exactly), stores, splats, IEEE
+add / multiply / compare, exact bit manipulations and truncations.  Code written with them is
+vectorised by construction, with the same IEEE or integer operation in every lane, so results
+never depend on the machine.  No intrinsic uses fast-math flags or reassociation.
 
 Also here: ``fma(a, b, c)``, the fused multiply-add of three float32 or three float64 values
 (one rounding), which Numba does not expose and which vectorises; the arithmetic uses it for
@@ -158,6 +159,7 @@ _I64 = ir.IntType(64)
 _I32 = ir.IntType(32)
 _I16 = ir.IntType(16)
 _VF = ir.VectorType(_F64, LANES)
+_VF32 = ir.VectorType(ir.FloatType(), LANES)
 _VI = ir.VectorType(_I64, LANES)
 _VACC = _VI if ACC_INT else _VF
 _NS = ROWS * LANES                       # int16 lanes of a tile's exponent codes
@@ -247,6 +249,22 @@ def _load(dtype, llty, vtype, align, doc):
 
 vload = _load(types.float64, _VF, F64V, 8,
               "The LANES float64 arr.flat[off:off + LANES] of a C-contiguous float64 array.")
+
+
+@intrinsic
+def vload_wide(typingctx, arr, off):
+    """The LANES values arr.flat[off:off + LANES] of a C-contiguous float32 or float64 array as
+    float64 (a float32 load widened exactly: half the bytes read)."""
+    if not (_is_c(arr, types.float64) or _is_c(arr, types.float32)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        if sig.args[0].dtype == types.float64:
+            return builder.load(_ptr(context, builder, sig.args[0], args[0], args[1], _VF),
+                                align=8)
+        x = builder.load(_ptr(context, builder, sig.args[0], args[0], args[1], _VF32), align=4)
+        return builder.fpext(x, _VF)
+    return F64V(arr, types.intp), codegen
 
 
 @intrinsic

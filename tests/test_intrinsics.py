@@ -14,6 +14,7 @@ from numba import njit
 from softfloat._intrinsics import (LANES, ROWS, absmax16, add32, and32, fma, ge32, gt32, lo32, lt32, ne32, or32,
                                    sel32, shl32, shr32, sload, srow0, srow1, srow2, srow3,
                                    vacc_add, vacc_float, vand_bits, vbits_rsub, vload,
+                                   vload_wide,
                                    vmax, vrint, vstore, vterm, vtrunc, xor32)
 from softfloat._intrinsics import popcount64, zero_mask64
 
@@ -112,6 +113,24 @@ def test_vector_intrinsics_are_the_lane_operations():
     assert np.array_equal(acc.view(np.int64), want.view(np.int64))    # lane 0: +0, not -0
     assert acc[0] == 0 and not np.signbit(acc[0])
     assert np.array_equal(rows, np.exp2(codes.astype(np.int64) // 16 - 1023.0))
+
+
+@njit(cache=False)
+def _wide(x, off, out):
+    vstore(out, 0, vload_wide(x, off))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vload_wide_reads_lanes_exactly_as_float64(dtype):
+    """vload_wide: LANES elements from a flat offset, float32 widened exactly (subnormals,
+    signed zeros, infinities, NaN), float64 as they are."""
+    vals = np.array([2.0 ** -149, -0.0, np.inf, -np.inf, np.nan, 1.0 + 2.0 ** -23,
+                     -(2.0 ** 127) * 1.5, 3.0, 2.0 ** -126, -7.25, 0.1], dtype)
+    out = np.empty(LANES)
+    for off in (0, 3):
+        _wide(vals, off, out)
+        want = vals[off:off + LANES].astype(np.float64)
+        assert np.array_equal(out.view(np.int64), want.view(np.int64))
 
 
 @njit(cache=False)

@@ -282,10 +282,74 @@ def _paths(a, b, c, fin, facc):
                       mode, *args)
     nexact = 0
     if nbad:
-        nexact = FI.dot2_fix(a64, b64, bad, left, nbad, cv, c is not None, out, g, mode, *args,
+        nexact = FI.dot2_fix(a64, b64, bad, left, nbad, cv, c is not None, out, mode, *args,
                              f, emin, emax)
     _same(out, _ref(a, b, c, fin, facc))
     return nbad, nexact
+
+
+def _dot2_data(kind, m, k, n, rng):
+    """Operands for the certificate-3 test: N(0,1) fp16; fp16 over a wide exponent range with
+    cancelling pairs; bf16 with cancelling pairs beyond float64's 53 bits (non-zero TwoSum
+    errors in every chain)."""
+    if kind == "normal":
+        return (_vals(rng.standard_normal((m, k)), "fp16"),
+                _vals(rng.standard_normal((k, n)), "fp16"), "fp16")
+    fin, big = ("fp16", 2.0 ** 10) if kind == "wide" else ("bf16", 2.0 ** 60)
+    a = rng.standard_normal((m, k)) * np.exp2(rng.integers(-20, 8, (m, k)))
+    b = rng.standard_normal((k, n)) * np.exp2(rng.integers(-20, 8, (k, n)))
+    if k >= 3:
+        a[:, 1], a[:, 2] = big, -big
+        b[1], b[2] = big * rng.choice([1.0, 0.5], n), b[1]
+    return _vals(a, fin), _vals(b, fin), fin
+
+
+def _midpoints(a, b, c, f, emin, emax):
+    """How many elements' exact values c + sum a b (Fractions) lie halfway between two
+    neighbours of the accumulator (f fraction bits, emin, emax)."""
+    m, n = a.shape[0], b.shape[1]
+    cnt = 0
+    for i in range(m):
+        ai = [Fraction(float(v)) for v in a[i]]
+        for j in range(n):
+            x = sum((u * Fraction(float(v)) for u, v in zip(ai, b[:, j])),
+                    Fraction(0) if c is None else Fraction(float(c[i, j])))
+            if x != 0 and R.round_fraction(x, f + 1, emin, emax, "rtz") == x and \
+                    R.round_fraction(x, f, emin, emax, "rtz") != x:
+                cnt += 1
+    return cnt
+
+
+@pytest.mark.parametrize("kind", ("normal", "wide", "beyond53"))
+@pytest.mark.parametrize("m,k,n", ((9, 1027, 7), (6, 13, 5), (5, 3, 6)))
+def test_certificate_3_on_every_element(kind, m, k, n):
+    """dot2_fix with every element marked: the compensated sum (vector chains over k, the
+    chains and the last k mod LANES products joined by a scalar chain from c) settles the
+    elements, and its results equal the superaccumulator's, for float32 and float64 carriers
+    of A and B, with and without C, into fp32 and fp16 accumulators; k = 3, 13 and 1027 leave
+    every remainder of k mod 4 and 8 but one."""
+    rng = np.random.default_rng(hash((kind, m, k, n)) & 0xFFFF)
+    a, b, fin = _dot2_data(kind, m, k, n, rng)
+    for facc in ("fp32", "fp16"):
+        model = tc.get_model("ideal-fp32" if facc == "fp32" else "ideal-fp16", fin)
+        f, emin, emax = model.out_frac, model.acc_format.emin, model.acc_format.emax
+        mode = 0 if facc == "fp32" else 1
+        args = (2.0 ** -f, 2.0 ** (emin - f), 2.0 ** (emax + 1), True, f, emin, emax)
+        for c in (None, _vals(rng.standard_normal((m, n)) * 8.0, facc)):
+            want = _exact_ref(a, b, c, facc)
+            ties = _midpoints(a, b, c, f, emin, emax)
+            cv = np.zeros((m, n)) if c is None else c.astype(np.float64)
+            for ca, cb in ((np.float32, np.float32), (np.float64, np.float32),
+                           (np.float32, np.float64)):
+                out = np.full((m, n), np.nan, np.float32)
+                bad = np.ones((m, n), np.uint8)
+                left = np.full(m, n, np.int64)
+                nexact = FI.dot2_fix(a.astype(ca), b.astype(cb), bad, left, m * n, cv,
+                                     c is not None, out, mode, *args)
+                _same(out, want)
+                # Only an exact midpoint (with a non-zero TwoSum error) is left to the exact
+                # kernel; the N(0,1) and wide fp16 data hold none.
+                assert nexact <= ties and (kind == "beyond53" or nexact == 0)
 
 
 def test_every_path_is_taken():

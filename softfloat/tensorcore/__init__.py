@@ -206,9 +206,9 @@ def _run_ideal(model, a, b, c, ops, out):
                       qs, qm, lim, rne)
     if nbad:
         # The fallback reads rows of both operands: C-contiguous copies (F-ordered views come
-        # from transposed operands); B in its narrowest carrier halves the bytes it streams.
-        CE.dot2_fix(np.ascontiguousarray(a64), np.ascontiguousarray(bsrc), bad, left,
-                    int(nbad), cv, has_c, out, g, mode, qs, qm, lim, rne, f, emin, emax)
+        # from transposed operands), each in its narrowest carrier (half the bytes for float32).
+        CE.dot2_fix(np.ascontiguousarray(a), np.ascontiguousarray(bsrc), bad, left,
+                    int(nbad), cv, has_c, out, mode, qs, qm, lim, rne, f, emin, emax)
 
 
 def gemm(A, B, C=None, *, model="a100", in_format=None, acc_format=None, round_inputs=None,

@@ -4,7 +4,7 @@ once): the certificates on top of numpy's float64 matmul, and the cheap compensa
 Provides
     certify(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode, qscale, qmin,
             lim, rne) -> uncertified count
-    dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim, rne, f, emin,
+    dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, mode, qscale, qmin, lim, rne, f, emin,
              emax)
         the elements the certificates left, by a compensated (Dot2) sum with its own bracket,
         and the exact kernel (_superacc.ideal_dot) for what that bracket cannot settle
@@ -52,16 +52,24 @@ unless c = P = 0, where certificate 1 holds.)
 What neither certifies (a few hundred elements per million for random fp16 data near rounding
 boundaries; every element for adversarial cancellation) goes to dot2_fix:
 
-Certificate 3, compensated sum (Ogita, Rump & Oishi 2005, Sum2 on exact products).  Starting
-from s = c, each product is added with TwoSum: s_new + t_k = s + p_k exactly, so
-x = s_final + sum_k t_k exactly (TwoSum is error-free whatever the magnitudes).  The t_k are
-summed in e = fl(sum t_k) in order, and T = fl(sum |t_k|) alongside; |e - sum t_k| <=
-gamma_(k-1) sum |t_k| <= gamma_(k-1) T / (1 - gamma_k), bounded by delta = fl(T g) with the same
-g as above.  TwoSum(s_final, e) = y + z exactly, so x lies within |z| + delta of y; the bracket
+Certificate 3, compensated sum (Ogita, Rump & Oishi 2005, Sum2 on exact products), in LANES
+chains (softfloat._intrinsics: 4 on AVX2, 8 on AVX-512).  Every addition of the sum is a TwoSum
+(s_new + t = s + v exactly, whatever the magnitudes): product k goes into chain k mod LANES for
+k below kl, the largest multiple of LANES <= k; then one scalar chain starting from c takes the
+LANES chain sums and the last k - kl products.  So x = S + sum t exactly over the N = k + LANES
+TwoSum errors t, S the last chain's sum.  The errors are summed in e = fl(sum t) and
+T = fl(sum |t|), each in some order (per chain, then together): any order of N terms gives
+|e - sum t| <= gamma_(N-1) sum |t| and T >= (1 - gamma_(N-1)) sum |t| (Higham, section 4.2), so
+|e - sum t| <= gamma_(N-1) T / (1 - gamma_(N-1)) <= delta = fl(T g3) with
+g3 = bracket_factor(k + LANES) = (N + 4) u (1 + 2^-10): N + 4 > N - 1 leaves more than the
+margin that the two roundings of delta and g3 and the (1 - gamma) divisor need.  TwoSum(S, e) =
+y + z exactly, so x lies within |z| + delta of y; the bracket
 [y - D, y + D] with D = fl(fl(|z| + delta) (1 + 2^-40)) >= |z| + delta, pushed outward as above,
 rounds to one value except within about 2^-52 |x| of a rounding boundary: exact ties and
-adversarial data.  T = 0 means every t_k was 0: then x = s_final exactly.  The t_k are multiples
-of 2^-298 (TwoSum errors of multiples of it), so neither T nor e underflows.
+adversarial data.  T = 0 means every t was 0: then x = S exactly.  The t are multiples of
+2^-298 (TwoSum errors of multiples of it; c is one too), so neither T nor e underflows, and
+every chain's partial sums are bounded by |c| + P (no overflow).  The chains run over
+contiguous rows: A's row in its own carrier, and B's needed columns gathered once into rows.
 Whatever certificate 3 leaves, and every element whose row of A, column of B or c holds Inf or
 NaN, is computed exactly by _superacc.ideal_dot (error-free extraction and a superaccumulator).
 
@@ -69,7 +77,9 @@ Output rounding: mode 0 is the fp32 RNE accumulator (out_frac 23), where float32
 hardware's RNE conversion with gradual underflow and overflow to Inf -- is the spec's ROUND of
 an exact or round-to-odd v; mode 1 is any other accumulator (_scalar.round_out).
 
-Imports numpy, numba, softfloat._primitives and the sibling kernel modules only.
+Imports numpy, numba, softfloat._primitives, softfloat._intrinsics and the sibling kernel
+modules only.  The certificates' results are the exact roundings, so they do not depend on LANES
+(the machine) or on the thread count.
 """
 
 from __future__ import annotations
@@ -77,7 +87,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .._primitives import fold_odd_nb, pow2, two_sum_err
+from .._intrinsics import LANES, vadd, vand_bits, vload_wide, vmul, vsplat, vstore, vsub
+from .._primitives import F64_ABS, fold_odd_nb, pow2, two_sum_err
 from ._scalar import round_out
 from ._superacc import LEVELS, NLIMBS, ideal_dot
 
@@ -87,11 +98,21 @@ ONE_M = 1.0 - 2.0 ** -20
 ONE_P40 = 1.0 + 2.0 ** -40
 #: Rows of the output per parallel chunk of the certificate pass.
 CERT_ROWS = 16
+#: Certificate 3: elements per parallel chunk, and the fixed blocks of k in which B's needed
+#: columns are gathered (fixed splits: the results never depend on the thread count).
+D2_ELEMS = 8
+D2_BLOCKS = 8
+#: |v| of a float64 vector: its magnitude bits (as int64 for the vector mask).
+_ABS64 = np.int64(F64_ABS)
+#: Padding of the gathered columns' rows (elements; see dot2_fix).
+D2_PAD = 16
 
 
-def bracket_factor(k: int) -> float:
-    """g = (k + 4) u (1 + 2^-10) (computed exactly enough: every factor rounds upward-safe)."""
-    return float(k + 4) * 2.0 ** -53 * (1.0 + 2.0 ** -10)
+@njit(cache=True, error_model="numpy")
+def bracket_factor(k):
+    """g = (k + 4) u (1 + 2^-10): (k + 4) 2^-53 is exact, the last product rounds once (by
+    less than the margin; see certificates 2 and 3)."""
+    return np.float64(k + 4) * 2.0 ** -53 * (1.0 + 2.0 ** -10)
 
 
 @njit(cache=True, error_model="numpy")
@@ -242,98 +263,179 @@ def certify(s0, cv, has_c, anrm, aexp, bnrm, bexp, off, g, out, bad, left, mode,
 
 
 @njit(cache=True, error_model="numpy")
-def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, g, mode, qscale, qmin, lim, rne, f, emin,
+def _collect(bad, left, ei, ej, code):
+    """The positions and codes of the non-zero bad[i, j], row by row (rows with left[i] = 0
+    skipped; within a row, blocks of 64 bytes tested at once, an OR that LLVM vectorises)."""
+    t = 0
+    n = bad.shape[1]
+    for i in range(bad.shape[0]):
+        if left[i]:
+            br = bad[i]
+            for j0 in range(0, n, 64):
+                j1 = min(n, j0 + 64)
+                acc = np.uint8(0)
+                for j in range(j0, j1):
+                    acc |= br[j]
+                if acc:
+                    for j in range(j0, j1):
+                        if br[j]:
+                            ei[t] = i
+                            ej[t] = j
+                            code[t] = br[j]
+                            t += 1
+    return t
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _gather_cols(bv, cols, bt):
+    """bt[c, :k] = column cols[c] of bv (same carrier): B's rows streamed once, in D2_BLOCKS
+    fixed blocks of k."""
+    k = bv.shape[0]
+    nb = max(1, min(D2_BLOCKS, k))
+    for blk in prange(nb):
+        for kk in range(blk * k // nb, (blk + 1) * k // nb):
+            brow = bv[kk]
+            for c in range(cols.shape[0]):
+                bt[c, kk] = brow[cols[c]]
+
+
+@njit(cache=True, error_model="numpy")
+def _sum2(av, i, bt, col, c, tmp):
+    """Certificate 3's compensated sum of x = c + sum_k av[i, k] bt[col, k] (module
+    docstring): LANES chains in one vector over k = 0 .. kl - 1 (kl the largest multiple of
+    LANES <= k), then one scalar chain from c that takes the LANES partial sums and the last
+    k - kl products; every addition is a TwoSum.  Returns (S, e, T): x = S + (the sum of the
+    k + LANES TwoSum errors) exactly, e = fl(that sum) and T = fl(the sum of their magnitudes),
+    each in some order.  av and bt are C-contiguous, float32 or float64 (read exactly); bt's
+    rows may be longer than av's; tmp: scratch of 3 LANES float64."""
+    k = av.shape[1]
+    kl = k - k % LANES
+    ao = i * k
+    bo = col * bt.shape[1]
+    s = vsplat(0.0)
+    e = s
+    t = s
+    for kk in range(0, kl, LANES):
+        p = vmul(vload_wide(av, ao + kk), vload_wide(bt, bo + kk))     # exact
+        sn = vadd(s, p)
+        bb = vsub(sn, s)
+        r = vadd(vsub(s, vsub(sn, bb)), vsub(p, bb))    # TwoSum: s + p = sn + r exactly
+        s = sn
+        e = vadd(e, r)
+        t = vadd(t, vand_bits(r, _ABS64))
+    vstore(tmp, 0, s)
+    vstore(tmp, LANES, e)
+    vstore(tmp, 2 * LANES, t)
+    sc = c
+    es = 0.0
+    ts = 0.0
+    for lane in range(LANES):
+        x = tmp[lane]
+        sn = sc + x
+        r = two_sum_err(sc, x, sn)
+        sc = sn
+        es += tmp[LANES + lane] + r
+        ts += tmp[2 * LANES + lane] + abs(r)
+    for kk in range(kl, k):
+        p = np.float64(av[i, kk]) * np.float64(bt[col, kk])
+        sn = sc + p
+        r = two_sum_err(sc, p, sn)
+        sc = sn
+        es += r
+        ts += abs(r)
+    return sc, es, ts
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _dot2_elements(av, bt, ei, ej, colix, pos, cv, has_c, out, done, g, mode, qscale, qmin,
+                   lim, rne):
+    """Certificate 3 on the listed elements (q: row ei[pos[q]], column ej[pos[q]], B's column
+    in bt[colix[q]]), D2_ELEMS elements per parallel chunk; done[pos[q]] where it settles."""
+    ns = pos.shape[0]
+    for blk in prange((ns + D2_ELEMS - 1) // D2_ELEMS):
+        tmp = np.empty(3 * LANES)
+        for q in range(blk * D2_ELEMS, min(ns, (blk + 1) * D2_ELEMS)):
+            t = pos[q]
+            i = ei[t]
+            j = ej[t]
+            s, e, tt = _sum2(av, i, bt, colix[q], cv[i, j] if has_c else 0.0, tmp)
+            y = s + e
+            z = two_sum_err(s, e, y)                    # s + e = y + z exactly
+            delta = tt * g
+            if not abs(y) < np.inf:
+                continue
+            if delta == 0.0:
+                # Every TwoSum was exact: x = s exactly (e = z = 0).
+                out[i, j] = _rnd(y + 0.0, mode, qscale, qmin, lim, rne)
+                done[t] = True
+                continue
+            d = (abs(z) + delta) * ONE_P40
+            lo, hi, sided = _outward(y - d, y + d)
+            if sided and abs(hi) < np.inf:
+                rl = _rnd(lo, mode, qscale, qmin, lim, rne)
+                if rl == _rnd(hi, mode, qscale, qmin, lim, rne):
+                    out[i, j] = rl
+                    done[t] = True
+
+
+@njit(cache=True, error_model="numpy")
+def dot2_fix(av, bv, bad, left, nbad, cv, has_c, out, mode, qscale, qmin, lim, rne, f, emin,
              emax):
-    """Certificate 3 on the elements with bad[i, j] = 1 (B streamed once, k outer, the
-    elements in column order), then the exact kernel on those it leaves and on those with
-    bad[i, j] = 2.  left[i]: the count of row i; nbad: the total.  av: A in float64; bv: B
-    in float64 or float32 (its values, exactly: a float32 bv halves the bytes streamed; every
-    read converts exactly to float64).  Returns the number of elements computed by the exact
-    kernel."""
+    """Certificate 3 on the elements with bad[i, j] = 1, then the exact kernel on those it
+    leaves and on those with bad[i, j] = 2.  left[i]: the count of row i; nbad: the total.
+    av, bv: A and B (C-contiguous), each in float64 or float32 (their values, exactly: a
+    float32 operand halves the bytes read; every read converts exactly to float64).
+    The distinct columns of B that the code-1 elements need are gathered once into contiguous
+    float64 rows (at most B's size in float64), and each element is a sum over two contiguous
+    rows.  Returns the number of elements computed by the exact kernel."""
     N = nbad
     k = av.shape[1]
     ei = np.empty(N, np.int64)
     ej = np.empty(N, np.int64)
     code = np.empty(N, np.uint8)
-    t = 0
-    for i in range(bad.shape[0]):
-        if left[i]:
-            br = bad[i]
-            for j in range(br.shape[0]):
-                if br[j]:
-                    ei[t] = i
-                    ej[t] = j
-                    code[t] = br[j]
-                    t += 1
-    # The code-1 elements, in column order (each row of B is then read in increasing
-    # addresses), in compact arrays so that the k loop vectorises (gathers).
+    _collect(bad, left, ei, ej, code)
+    # The code-1 elements in column order, and the distinct columns they need.
     order = np.argsort(ej, kind="mergesort")
     ns = 0
     for q in range(N):
         if code[order[q]] == 1:
             ns += 1
-    aoff = np.empty(ns, np.int64)
-    cj = np.empty(ns, np.int64)
     pos = np.empty(ns, np.int64)
-    s = np.empty(ns)
-    e = np.zeros(ns)
-    tt = np.zeros(ns)
+    colix = np.empty(ns, np.int64)
+    cols = np.empty(ns, np.int64)
+    nc = 0
     q = 0
     for r in range(N):
         t = order[r]
         if code[t] == 1:
-            aoff[q] = ei[t] * k
-            cj[q] = ej[t]
+            if nc == 0 or cols[nc - 1] != ej[t]:
+                cols[nc] = ej[t]
+                nc += 1
             pos[q] = t
-            s[q] = cv[ei[t], ej[t]] if has_c else 0.0
+            colix[q] = nc - 1
             q += 1
-    aflat = av.reshape(-1)
-    for kk in range(k):
-        brow = bv[kk]
-        for q in range(ns):
-            p = aflat[aoff[q] + kk] * np.float64(brow[cj[q]])     # exact
-            st = s[q]
-            sn = st + p
-            err = two_sum_err(st, p, sn)                # st + p = sn + err exactly
-            s[q] = sn
-            e[q] += err
-            tt[q] += abs(err)
-    # Results of certificate 3 back in the element order; NaN marks "not settled".
+    # Rows of bt D2_PAD elements longer than k: rows exactly 4 KiB apart (k = 1024 float32)
+    # fall in one cache set, and the gather's strided stores then evict each other.
+    bt = np.empty((nc, k + D2_PAD), bv.dtype)
+    _gather_cols(bv, cols[:nc], bt)
     done = np.zeros(N, np.bool_)
-    for q in range(ns):
-        t = pos[q]
-        i = ei[t]
-        j = ej[t]
-        y = s[q] + e[q]
-        z = two_sum_err(s[q], e[q], y)                  # s + e = y + z exactly
-        delta = tt[q] * g
-        if not abs(y) < np.inf:
-            continue
-        if delta == 0.0:
-            # Every TwoSum was exact: x = s exactly (e = z = 0).
-            out[i, j] = _rnd(y + 0.0, mode, qscale, qmin, lim, rne)
-            done[t] = True
-            continue
-        d = (abs(z) + delta) * ONE_P40
-        lo, hi, sided = _outward(y - d, y + d)
-        if sided and abs(hi) < np.inf:
-            rl = _rnd(lo, mode, qscale, qmin, lim, rne)
-            if rl == _rnd(hi, mode, qscale, qmin, lim, rne):
-                out[i, j] = rl
-                done[t] = True
+    _dot2_elements(av, bt, ei, ej, colix, pos, cv, has_c, out, done, bracket_factor(k + LANES),
+                   mode, qscale, qmin, lim, rne)
     nexact = 0
     limbs = np.zeros(NLIMBS, np.int64)
     rem = np.empty(max(k, 1))
     lev = np.empty(LEVELS)
     col = np.empty(k)
+    row = np.empty(k)
     for t in range(N):
         if done[t]:
             continue
         i = ei[t]
         j = ej[t]
         for kk in range(k):
+            row[kk] = np.float64(av[i, kk])
             col[kk] = np.float64(bv[kk, j])
         c = cv[i, j] if has_c else 0.0
-        out[i, j] = np.float32(ideal_dot(limbs, rem, lev, av[i], col, c, f, emin, emax, rne))
+        out[i, j] = np.float32(ideal_dot(limbs, rem, lev, row, col, c, f, emin, emax, rne))
         nexact += 1
     return nexact
