@@ -11,9 +11,11 @@ add/mul <= 2, div and sqrt <= 3, fma <= 4).  sqrt's operand is |a|.  Each row al
 ``scalar``, the share of elements the arithmetic's passes leave to the scalar ops (see
 softfloat._kernels_arith_f32.kind_counts; the rounding itself is sf.round's vectorised
 kernel), and the first row the CPU the kernels were compiled for (NUMBA_CPU_NAME=haswell times
-the AVX2 code path on an AVX-512 host).  Best of a few repeats after one warm-up call (Numba
-compilation is excluded), with short idle gaps between libraries so the thread pools do not
-fight over the cores.
+the AVX2 code path on an AVX-512 host).  Best of REPEATS = 15 calls after one warm-up call
+(Numba compilation is excluded), baseline and emulation alike, with short idle gaps between
+libraries so the thread pools do not fight over the cores.  (With 5, bf16 add on gradient-like
+data read 2.46x in one `make bench` and 1.86x in a run right after, 2026-11-29: a 4M-element
+call takes about 5 ms, and single calls on the shared 2-core host vary by more than that.)
 
 Then the small tensors of training (the demo MLP's 32 x 64 activations): sf.round, sf.add and
 sf.mul per call (1000 calls per timing), against numpy's own float32 operation per call, where
@@ -32,7 +34,7 @@ import softfloat as sf
 from softfloat import _kernels_arith_f32 as KV
 
 N = 4 * 1024 * 1024
-REPEATS = 5
+REPEATS = 15
 GAP = 0.3
 CLASSES = ("N(0,1)", "gradient", "subnormal", "overflow", "NaN/Inf 1%")
 OPS = ("add", "mul", "div", "sqrt", "fma")
