@@ -1,8 +1,9 @@
 """Benchmark of conversion (rounding float32 arrays onto a format's grid), run by ``make bench``.
 
-``run()`` returns rows {"name", "seconds", "baseline", "ratio"}: seconds is the best of a few
-repeats on 16M float32 elements (standard normal), baseline the name of the row it is divided by
-(a plain float32 array copy, measured in the same run) and ratio = seconds / baseline seconds.
+``run()`` returns rows {"name", "seconds", "baseline", "ratio"}: seconds is the best of
+REPEATS = 15 calls (external libraries: fewer) on 16M float32 elements (standard normal),
+baseline the name of the row it is divided by (a plain float32 array copy, measured in the same
+run) and ratio = seconds / baseline seconds.
 The libraries compared, when installed: numpy (astype float16 round trip), ml_dtypes (bfloat16
 round trip), pychop and gfloat.  A short idle gap separates libraries, whose thread pools would
 otherwise compete for the cores.  Two more rows give the Numba compilation time of the core
@@ -30,7 +31,7 @@ import numpy as np
 
 N = 1 << 24
 GAP = 0.5          # seconds of idle between libraries
-REPEATS = 5
+REPEATS = 15       # (5 until 2026-11-29: single rows then varied by up to 1.4x)
 
 # The core kernels' first calls, timed in a fresh interpreter (import excluded).
 _COMPILE_SNIPPET = r"""
