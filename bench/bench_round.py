@@ -31,7 +31,7 @@ import numpy as np
 
 N = 1 << 24
 GAP = 0.5          # seconds of idle between libraries
-REPEATS = 15       # (5 until 2026-11-29: single rows then varied by up to 1.4x)
+REPEATS = 15       # (5 until 2026-11-29: single rows then varied by up to 1.35x, once 4x)
 
 # The core kernels' first calls, timed in a fresh interpreter (import excluded).
 _COMPILE_SNIPPET = r"""
