@@ -9,8 +9,9 @@ haswell's features and a fresh NUMBA_CACHE_DIR, see README).
 
 Then the small GEMMs of training (the demo MLP's 32 x 64 by 64 x 64, forward with a bias and a
 weight-gradient product of transposed operands) per call against numpy's float32 matmul, and
-one training step of the demo's "TC V100 model" run (models/repro/studies.py, MLP study)
-against the same step with plain fp16 (the "dynamic" run: host-BLAS accumulation).
+one training step of the demo's "TC V100 model" and "DFP-16" runs (models/repro/studies.py, MLP
+study) against the same step with plain fp16 (the "dynamic" run: host-BLAS accumulation), issue
+#13's last row (bar 5x).
 
 Timings are the best of REPEAT_MIN..REPEAT_MAX repetitions after a warm-up call (Numba
 compilation excluded): as many as fit in about BUDGET seconds, so that the fast rows (the
@@ -156,13 +157,14 @@ STEPS = 20
 
 
 def _step_rows():
-    """One training step of the MLP study's "dynamic" (plain fp16) and "tc_v100" runs."""
+    """One training step of the MLP study's "dynamic" (plain fp16), "tc_v100" and "dfp16" runs
+    (issue #13's row: the demo's TC V100 model and DFP-16 steps against the plain fp16 one)."""
     from models.config import resolve_config
     from models.repro.studies import studies, variant_config
     from models.trainer import Trainer
     study = next(s for s in studies("quick") if s["key"] == "mlp")
     out = {}
-    for key in ("dynamic", "tc_v100"):
+    for key in ("dynamic", "tc_v100", "dfp16"):
         label, raw = variant_config(study, key)
         raw["instrument"] = {"histogram_every": 0}
         tr = Trainer(resolve_config(raw), progress=False)
@@ -175,10 +177,12 @@ def _step_rows():
         time.sleep(0.5)
         out[key] = (label, _best(steps) / STEPS)
     base = f"MLP train step: {out['dynamic'][0]}"
-    label, t = out["tc_v100"]
-    return [{"name": base, "seconds": out["dynamic"][1], "baseline": None, "ratio": None},
-            {"name": f"MLP train step: {label}", "seconds": t, "baseline": base,
-             "ratio": t / out["dynamic"][1]}]
+    rows = [{"name": base, "seconds": out["dynamic"][1], "baseline": None, "ratio": None}]
+    for key in ("tc_v100", "dfp16"):
+        label, t = out[key]
+        rows.append({"name": f"MLP train step: {label}", "seconds": t, "baseline": base,
+                     "ratio": t / out["dynamic"][1]})
+    return rows
 
 
 if __name__ == "__main__":
