@@ -321,13 +321,14 @@ def _midpoints(a, b, c, f, emin, emax):
 
 
 @pytest.mark.parametrize("kind", ("normal", "wide", "beyond53"))
-@pytest.mark.parametrize("m,k,n", ((9, 1027, 7), (6, 13, 5), (5, 3, 6)))
+@pytest.mark.parametrize("m,k,n", ((9, 1024, 7), (6, 13, 5), (4, 30, 5), (5, 3, 6)))
 def test_certificate_3_on_every_element(kind, m, k, n):
     """dot2_fix with every element marked: the compensated sum (vector chains over k, the
     chains and the last k mod LANES products joined by a scalar chain from c) settles the
     elements, and its results equal the superaccumulator's, for float32 and float64 carriers
-    of A and B, with and without C, into fp32 and fp16 accumulators; k = 3, 13 and 1027 leave
-    every remainder of k mod 4 and 8 but one."""
+    of A and B, with and without C, into fp32 and fp16 accumulators; k = 1024, 13, 30 and 3
+    leave every remainder of k mod 4 (AVX2's LANES) to the scalar chain, and 0, 5, 6 and 3 of
+    k mod 8 (AVX-512's)."""
     rng = np.random.default_rng(hash((kind, m, k, n)) & 0xFFFF)
     a, b, fin = _dot2_data(kind, m, k, n, rng)
     for facc in ("fp32", "fp16"):
