@@ -3,8 +3,8 @@
 A kernel written with these functions compiles to 32-bit lanes for float32 bit patterns and to
 64-bit lanes for float64 ones, from the same source: on uint32 operands each is the 32-bit
 intrinsic of softfloat's intrinsic layer (Numba would widen plain uint32 arithmetic to 64 bits,
-halving the SIMD width), on uint64 operands the plain Numba operation.  The rounding kernels of
-softfloat._kernels_round_vec are written with them.
+halving the SIMD width), on uint64 operands the same LLVM instruction on i64.  The rounding
+kernels of softfloat._kernels_round_vec are written with them.
 
     vand vor vxor vadd vsub vshl vshr      a op b (both operands of the lane type)
     vlt vle vgt vge veq vne                unsigned comparisons (boolean results)
@@ -14,7 +14,7 @@ softfloat._kernels_round_vec are written with them.
                                            compare), the unsigned ones on uint32
     vsel(c, a, b)                          a if c else b, one select
     vmin vmax                              unsigned min / max
-    vmerge(c, a, b, ones, zero)            a if c else b, without a masked store (see there)
+    vmerge(c, a, b, ones, zero)            a if c else b, without a masked store (lane_merge)
     vcount(n, c)                           n + 1 if c else n, n a uint32 counter (32-bit lanes
                                            whatever the kernel's lane width: a 64-bit counter
                                            would take a register of 64-bit lanes)
@@ -29,27 +29,29 @@ softfloat._kernels_round_vec are written with them.
 
 Semantics are unsigned arithmetic modulo 2^32 / 2^64; shift counts must be below the lane width.
 
-None of these is inlined by Numba (no ``inline="always"``): each is compiled once per lane type
-and LLVM inlines the call (they are a few instructions), which gives the same vector loops.
-Numba's own inlining ran its untyped pipeline again at every call site, and an inlined
-``@overload`` is also compiled in full for its signature; the rounding kernels make hundreds of
-lane calls, so that was a third of their cold compile time (one fp16 conversion: 80 -> 53 s of
-CPU, sf.add rne + sr: 166 -> 102 s, on a 2-core Zen 3 host, 2026-11-28; the kernels' machine
-code differs by register choices only, and fp16 rounding and arithmetic on 4M elements times
-the same within that host's run-to-run noise).
+The operations with boolean operands or results (the comparisons, vsel, vmerge, vcount) and the
+integer operations are intrinsics of softfloat._intrinsics (lane_op, lane_minmax, lane_sel,
+lane_merge, lane_count): their LLVM instruction is emitted at each call site.  From 2026-11-28
+until 2026-11-29 they were compiled functions that LLVM inlined (Numba's own ``inline="always"``
+had cost a third of the kernels' cold compile time); on an AVX-512 host (AMD EPYC, Zen 4) that
+made the conversion loops up to 1.5x slower, measured in fresh processes against the code
+before and after: e4m3fn rne on N(0,1) data 1.10x -> 1.50x a copy, fp16 rne on gradient-like
+data 1.19x -> 1.83x, while the AVX2 code path timed the same.  Numba inlining of the boolean
+ones alone restored the speed; the intrinsics restore it too and compile faster than either
+(first fp16 conversion of gradient-like data 7.3 -> 5.5 s, first bf16 sr sf.add 22.8 -> 19.8 s
+on that host; 7.7 -> 5.6 s and 24.1 -> 19.8 s on its AVX2 code path).  vfbits, vtop and vmagic
+stay compiled functions (no boolean crosses their boundary).
 
-Imports numpy, numba, softfloat._intrinsics and softfloat._primitives (constants) only.
+Imports numpy, numba and softfloat._intrinsics only.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
-from ._intrinsics import (add32, and32, eq32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32,
-                          shr32, sub32, xor32)
-from ._primitives import U64_0, U64_1
+from ._intrinsics import lane_count, lane_merge, lane_minmax, lane_op, lane_sel, lo32
 
 __all__ = ["vand", "vor", "vxor", "vadd", "vsub", "vshl", "vshr", "vlt", "vle", "vgt", "vge",
            "veq", "vne", "vslt", "vsgt", "vsge", "vsel", "vmerge", "vmin", "vmax", "vcount",
@@ -62,80 +64,28 @@ _TWO52_BITS = np.uint64(0x4330000000000000)
 _U32 = np.uint64(32)
 
 
-def _lane_op(name: str, op32, op64):
-    """An overloaded binary lane operation: op32 on uint32 pairs, op64 on uint64 pairs."""
-    def fn(a, b):
-        raise NotImplementedError("only callable from Numba-compiled code")
-    fn.__name__ = fn.__qualname__ = name
-
-    @overload(fn)
-    def _impl(a, b):
-        if a == types.uint32 and b == types.uint32:
-            return lambda a, b: op32(a, b)
-        if a == types.uint64 and b == types.uint64:
-            return op64
-        return None
-    return fn
-
-
-vand = _lane_op("vand", and32, lambda a, b: a & b)
-vor = _lane_op("vor", or32, lambda a, b: a | b)
-vxor = _lane_op("vxor", xor32, lambda a, b: a ^ b)
-vadd = _lane_op("vadd", add32, lambda a, b: a + b)
-vsub = _lane_op("vsub", sub32, lambda a, b: a - b)
-vshl = _lane_op("vshl", shl32, lambda a, b: a << b)
-vshr = _lane_op("vshr", shr32, lambda a, b: a >> b)
-vlt = _lane_op("vlt", lt32, lambda a, b: a < b)
-vle = _lane_op("vle", njit(lambda a, b: ge32(b, a)), lambda a, b: a <= b)
-vgt = _lane_op("vgt", gt32, lambda a, b: a > b)
-vge = _lane_op("vge", ge32, lambda a, b: a >= b)
-veq = _lane_op("veq", eq32, lambda a, b: a == b)
-vne = _lane_op("vne", ne32, lambda a, b: a != b)
+vand = lane_op("and_", "a & b")
+vor = lane_op("or_", "a | b")
+vxor = lane_op("xor", "a ^ b")
+vadd = lane_op("add", "a + b modulo 2^W")
+vsub = lane_op("sub", "a - b modulo 2^W")
+vshl = lane_op("shl", "(a << s) modulo 2^W (s < W)")
+vshr = lane_op("lshr", "a >> s (logical; s < W)")
+vlt = lane_op("<", "a < b (unsigned)", "unsigned")
+vle = lane_op("<=", "a <= b (unsigned)", "unsigned")
+vgt = lane_op(">", "a > b (unsigned)", "unsigned")
+vge = lane_op(">=", "a >= b (unsigned)", "unsigned")
+veq = lane_op("==", "a == b", "unsigned")
+vne = lane_op("!=", "a != b", "unsigned")
 # operands below 2^(W-1): the signed comparison is the unsigned one
-vslt = _lane_op("vslt", lt32, lambda a, b: np.int64(a) < np.int64(b))
-vsgt = _lane_op("vsgt", gt32, lambda a, b: np.int64(a) > np.int64(b))
-vsge = _lane_op("vsge", ge32, lambda a, b: np.int64(a) >= np.int64(b))
-vmin = _lane_op("vmin", njit(lambda a, b: sel32(lt32(a, b), a, b)),
-               lambda a, b: min(a, b))
-vmax = _lane_op("vmax", njit(lambda a, b: sel32(gt32(a, b), a, b)),
-                lambda a, b: max(a, b))
-
-
-def vsel(c, a, b):
-    raise NotImplementedError("only callable from Numba-compiled code")
-
-
-@overload(vsel)
-def _vsel_impl(c, a, b):
-    if a == types.uint32 and b == types.uint32:
-        return lambda c, a, b: sel32(c, a, b)
-    if a == types.uint64 and b == types.uint64:
-        # a mask select, not ``a if c else b``: an inlined conditional expression leaves a phi
-        # variable Numba's IR checks warn about (NumbaIRAssumptionWarning) on every compile
-        return lambda c, a, b: (a & (U64_0 - np.uint64(c))) | (b & (np.uint64(c) - U64_1))
-    return None
-
-
-_U32_1 = np.uint32(1)
-_U32_0 = np.uint32(0)
-
-
-@njit(cache=True)
-def vmerge(c, a, b, ones, zero):
-    """a if c else b, for storing over b's own element: (a & m) | (b & n) with the masks
-    m = ones if c else zero and n its complement, from the run-time values ``ones`` and ``zero``
-    (all bits set / none, of the lane type: fields of a kernel record, not constants).  A
-    store of vsel(c, a, x[i]) into x[i] is turned by LLVM into a masked store (vpmaskmovd on
-    AVX2, slow on AMD cores: with it the conversion's Inf/NaN pass took fp16 rne on 1% NaN/Inf
-    data from 0.61 to 0.96-0.98 ns per element); masks that the compiler cannot see are all
-    ones or zero keep it a plain store, for two logic operations more."""
-    return vor(vand(a, vsel(c, ones, zero)), vand(b, vsel(c, zero, ones)))
-
-
-@njit(cache=True)
-def vcount(n, c):
-    """n + 1 if c else n, for a uint32 counter n (modulo 2^32)."""
-    return add32(n, sel32(c, _U32_1, _U32_0))
+vslt = lane_op("<", "a < b for a, b < 2^(W-1)", "signed64")
+vsgt = lane_op(">", "a > b for a, b < 2^(W-1)", "signed64")
+vsge = lane_op(">=", "a >= b for a, b < 2^(W-1)", "signed64")
+vmin = lane_minmax("<", "min(a, b) (unsigned)")
+vmax = lane_minmax(">", "max(a, b) (unsigned)")
+vsel = lane_sel
+vmerge = lane_merge
+vcount = lane_count
 
 
 def vfbits(q):
