@@ -2,7 +2,7 @@
 public extension APIs only (numba.extending.intrinsic / register_model, numba.types, llvmlite.ir;
 no numba.core import: its modules may change in any Numba release).
 
-Two groups.
+Three groups.
 
 32-bit integers (``add32 sub32 and32 or32 xor32 shr32 shl32 lt32 ge32 gt32 ne32 eq32 sel32
 lo32``).  Numba types arithmetic on uint32 values as 64-bit integers (its integer typing widens
@@ -12,6 +12,12 @@ LLVM i32 instruction itself with uint32 (or boolean) results, so that LLVM vecto
 8 (ymm) or 16 (zmm) elements at a time (measured on the float32 -> fp16 path: 2.4x fewer cycles
 per element).  Semantics are uint32 arithmetic modulo 2^32; shift counts must be < 32 (LLVM
 gives an undefined value otherwise).
+
+Lanes of either width (``lane_op lane_minmax lane_sel lane_merge lane_count``): the same
+instructions on uint32 (i32) or uint64 (i64) operands, chosen by the operands' type, for the
+conversion kernels written once for both input widths (softfloat._lanes names them vand, vlt,
+vsel, ...).  Emitted at the call site, so that no boolean crosses a compiled function's
+boundary (see softfloat._lanes for what that cost on AVX-512).
 
 Explicit vectors for the Tensor Core tile kernel (softfloat/tensorcore/_tile.py) and the ideal
 models' compensated sums (softfloat/tensorcore/_certify.py): ``F64V`` (LANES float64), ``ACCV``
