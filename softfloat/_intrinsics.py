@@ -91,21 +91,40 @@ ACC_INT = ISA == "avx512"
 _U32 = types.uint32
 
 
-def _op32(op: str, doc: str, compare: bool = False):
-    """The intrinsic of one LLVM i32 instruction on two uint32 values: the IRBuilder method
-    ``op`` (uint32 result) or, with compare, the unsigned comparison ``op`` (boolean result)."""
+def _same_type(tys, allowed):
+    """The common type of tys if it is one of ``allowed``, else None."""
+    t = tys[0]
+    return t if t in allowed and all(u == t for u in tys) else None
+
+
+def _int_op(op: str, doc: str, compare: str, allowed):
+    """The intrinsic of one LLVM integer instruction on two operands of one type in ``allowed``
+    (uint32: i32, uint64: i64): the IRBuilder method ``op`` (a result of the operands' type);
+    with compare="unsigned" the unsigned comparison ``op`` (boolean result); with
+    compare="signed64" the signed comparison on uint64 operands and the unsigned one on uint32
+    (for operands below 2^(W-1), where the two agree: AVX2 compares 64-bit lanes signed only)."""
     @intrinsic
     def fn(typingctx, a, b):
-        if a != _U32 or b != _U32:
+        t = _same_type((a, b), allowed)
+        if t is None:
             return None
+        signed = compare == "signed64" and t == types.uint64
 
         def codegen(context, builder, signature, args):
+            if signed:
+                return builder.icmp_signed(op, args[0], args[1])
             if compare:
                 return builder.icmp_unsigned(op, args[0], args[1])
             return getattr(builder, op)(args[0], args[1])
-        return (types.boolean if compare else _U32)(_U32, _U32), codegen
+        return (types.boolean if compare else t)(t, t), codegen
     fn.__doc__ = doc
     return fn
+
+
+def _op32(op: str, doc: str, compare: bool = False):
+    """The intrinsic of one LLVM i32 instruction on two uint32 values: the IRBuilder method
+    ``op`` (uint32 result) or, with compare, the unsigned comparison ``op`` (boolean result)."""
+    return _int_op(op, doc, "unsigned" if compare else "", (_U32,))
 
 
 add32 = _op32("add", "a + b modulo 2^32")
@@ -146,40 +165,21 @@ def lo32(typingctx, x):
 
 # ---- lanes of either width (softfloat._lanes) -------------------------------------------------
 # The lane operations of the vectorised conversion, on uint32 (i32) or uint64 (i64) lanes.  As
-# intrinsics their instruction is emitted at the call site: a boolean (i1) result or argument
-# never crosses a compiled function's boundary (Numba's calling convention), which made the
+# intrinsics their instruction is emitted at the call site, so that no boolean (i1) result or
+# argument crosses a compiled function's boundary: as compiled functions these made the
 # AVX-512 code of the conversion loops up to 1.5x slower (see softfloat._lanes).
 _LANE_TYPES = (types.uint32, types.uint64)
 
 
 def _lane_type(*tys):
     """The common lane type of tys (uint32 or uint64), or None."""
-    t = tys[0]
-    return t if t in _LANE_TYPES and all(u == t for u in tys) else None
+    return _same_type(tys, _LANE_TYPES)
 
 
 def lane_op(op: str, doc: str, compare: str = ""):
-    """The intrinsic of one LLVM instruction on two lanes of one type, uint32 or uint64: the
-    IRBuilder method ``op`` (a result of the lane type); with compare="unsigned" the unsigned
-    comparison ``op`` (boolean result); with compare="signed64" the signed comparison on
-    uint64 lanes and the unsigned one on uint32 lanes (for operands below 2^(W-1), where the
-    two agree: AVX2 compares 64-bit lanes signed only)."""
-    @intrinsic
-    def fn(typingctx, a, b):
-        t = _lane_type(a, b)
-        if t is None:
-            return None
-        signed = compare == "signed64" and t == types.uint64
-
-        def codegen(context, builder, signature, args):
-            if signed:
-                return builder.icmp_signed(op, args[0], args[1])
-            if compare:
-                return builder.icmp_unsigned(op, args[0], args[1])
-            return getattr(builder, op)(args[0], args[1])
-        return (types.boolean if compare else t)(t, t), codegen
-    fn.__doc__ = doc
-    return fn
+    """The intrinsic of one LLVM instruction on two lanes of one type, uint32 or uint64 (see
+    _int_op for ``compare``)."""
+    return _int_op(op, doc, compare, _LANE_TYPES)
 
 
 def lane_minmax(op: str, doc: str):
