@@ -1,9 +1,9 @@
 """Integer lane operations written once for uint32 and uint64 lanes.
 
 A kernel written with these functions compiles to 32-bit lanes for float32 bit patterns and to
-64-bit lanes for float64 ones, from the same source: on uint32 operands each is the 32-bit
-intrinsic of softfloat's intrinsic layer (Numba would widen plain uint32 arithmetic to 64 bits,
-halving the SIMD width), on uint64 operands the same LLVM instruction on i64.  The rounding
+64-bit lanes for float64 ones, from the same source: each emits its LLVM instruction on i32
+for uint32 operands (Numba would widen plain uint32 arithmetic to 64 bits, halving the SIMD
+width) and on i64 for uint64 ones.  The rounding
 kernels of softfloat._kernels_round_vec are written with them.
 
     vand vor vxor vadd vsub vshl vshr      a op b (both operands of the lane type)
@@ -36,11 +36,12 @@ until 2026-11-29 they were compiled functions that LLVM inlined (Numba's own ``i
 had cost a third of the kernels' cold compile time); on an AVX-512 host (AMD EPYC, Zen 4) that
 made the conversion loops up to 1.5x slower, measured in fresh processes against the code
 before and after: e4m3fn rne on N(0,1) data 1.10x -> 1.50x a copy, fp16 rne on gradient-like
-data 1.19x -> 1.83x, while the AVX2 code path timed the same.  Numba inlining of the boolean
-ones alone restored the speed; the intrinsics restore it too and compile faster than either
-(first fp16 conversion of gradient-like data 7.3 -> 5.5 s, first bf16 sr sf.add 22.8 -> 19.8 s
-on that host; 7.7 -> 5.6 s and 24.1 -> 19.8 s on its AVX2 code path).  vfbits, vtop and vmagic
-stay compiled functions (no boolean crosses their boundary).
+data 1.19x -> 1.83x.  Numba inlining of the boolean ones alone restored the speed; the
+intrinsics restore it too, leave the AVX2 code path's timing unchanged (two alternating runs)
+and compile faster than the compiled functions did (first fp16 conversion of gradient-like
+data 7.3 -> 5.5 s, first bf16 sr sf.add 22.8 -> 19.8 s on that host; 7.7 -> 5.6 s and
+24.1 -> 19.8 s on its AVX2 code path).  vfbits, vtop and vmagic stay compiled functions (no
+boolean crosses their boundary).
 
 Imports numpy, numba and softfloat._intrinsics only.
 """
