@@ -179,9 +179,11 @@ def _mode_block(x, g, ovr, k, inv_qu, pu, inv_qg, pg, neg, maxval, tiny, subn):
     """(mismatches, inexact, underflow, overflow) of mode k (a literal: one compiled loop per
     mode) over x, whose results are the uint32 patterns g: the magnitude rounded on the
     unbounded quantum pu (for overflow and tininess) and on the grid's quantum pg (the result).
-    uint32 counters (x has fewer than 2^32 elements): with them, and one mode per loop, LLVM
-    vectorises the loop (the six modes in one loop with int64 counters stayed scalar: 38 ms per
-    2^22 inputs on one Zen 4 core, 20 ms for the six loops before the counters, 2026-11-29)."""
+    Counters are uint32 (x has fewer than 2^32 elements).  k is made a literal
+    (numba.literally), so that each mode's loop is compiled with its decision alone, which LLVM
+    vectorises: the six modes in one loop, int64 counters, stayed scalar (33-38 ms per 2^22
+    inputs on one Zen 4 core), and so did one loop per mode with k a run-time value; 20-23 ms
+    now (2026-11-29)."""
     literally(k)
     sgn = -1.0 if neg else 1.0
     pos = not neg
@@ -210,12 +212,6 @@ def _mode_block(x, g, ovr, k, inv_qu, pu, inv_qg, pg, neg, maxval, tiny, subn):
     return s0, s1, s2, s3
 
 
-#: Elements of x checked in all six modes before the next piece (2^13 float32 and uint32 patterns:
-#: 64 KB, resident in L2 while the six loops re-read them).  Over whole 2^20-element ranges the
-#: six loops re-read x from memory: 23 ms per 2^22 inputs on one Zen 4 core, against 11 ms.
-_PIECE = 1 << 13
-
-
 @njit(cache=True, inline="always")
 def _add_row(t, k, c):
     for j in range(4):
@@ -226,23 +222,23 @@ def _add_row(t, k, c):
 def _binade_block(x, g0, g1, g2, g3, g4, g5, o0, o1, o2, o3, o4, o5, lo, hi,
                   inv_qu, pu, inv_qg, pg, neg, maxval, tiny, subn):
     """Mismatch and flag counts [mode, 4] of x[lo:hi] (see _mode_block), modes rne, rna, rtz,
-    rup, rdn, rto from g0..g5 and their overflow results o0..o5, piece by piece (_PIECE)."""
+    rup, rdn, rto from g0..g5 and their overflow results o0..o5.  (Running the six loops piece
+    by piece over cache-resident parts of x measured no faster: the loops are compute-bound,
+    about 1 ns per element and mode on one Zen 4 core.)"""
     t = np.zeros((6, 4), np.int64)
-    for s in range(lo, hi, _PIECE):
-        e = min(hi, s + _PIECE)
-        xs = x[s:e]
-        _add_row(t, 0, _mode_block(xs, g0[s:e], o0, 0, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
-        _add_row(t, 1, _mode_block(xs, g1[s:e], o1, 1, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
-        _add_row(t, 2, _mode_block(xs, g2[s:e], o2, 2, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
-        _add_row(t, 3, _mode_block(xs, g3[s:e], o3, 3, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
-        _add_row(t, 4, _mode_block(xs, g4[s:e], o4, 4, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
-        _add_row(t, 5, _mode_block(xs, g5[s:e], o5, 5, inv_qu, pu, inv_qg, pg, neg,
-                                   maxval, tiny, subn))
+    xs = x[lo:hi]
+    _add_row(t, 0, _mode_block(xs, g0[lo:hi], o0, 0, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
+    _add_row(t, 1, _mode_block(xs, g1[lo:hi], o1, 1, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
+    _add_row(t, 2, _mode_block(xs, g2[lo:hi], o2, 2, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
+    _add_row(t, 3, _mode_block(xs, g3[lo:hi], o3, 3, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
+    _add_row(t, 4, _mode_block(xs, g4[lo:hi], o4, 4, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
+    _add_row(t, 5, _mode_block(xs, g5[lo:hi], o5, 5, inv_qu, pu, inv_qg, pg, neg, maxval,
+                               tiny, subn))
     return t
 
 
