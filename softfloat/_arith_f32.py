@@ -4,13 +4,15 @@ into the loops of softfloat._kernels_arith_f32, where LLVM vectorises them).
 What they compute.  Every emulated operation rounds its exact result x once (softfloat._arith).
 For float32 operands x is never needed in full: a proxy that rounds like x is enough.
 
-* ``value64(op, x, y, z, rdn)`` -> (v, kind): v = RO53(x), x rounded to odd at 53 bits, as a
+* ``value64(op, x, y, z, rdn)`` -> (v, ok): v = RO53(x), x rounded to odd at 53 bits, as a
   float64, from float64 arithmetic on the widened operands (the same constructions as the scalar
   ops, see softfloat._arith; here every intermediate is exact for ALL float32 operands, see the
-  proofs at each op), and the element's kind (below).
-* ``lean32(op, a, b, c, rdn)`` -> (pattern, kind): the float32 pattern of RO24(x), x rounded to
+  proofs at each op), and whether the element is OK (below); where not, v is the element's
+  special value (below).
+* ``lean32(op, a, b, c, rdn)`` -> (pattern, ok): the float32 pattern of RO24(x), x rounded to
   odd at 24 bits (the float32 grid), computed in float32 arithmetic wherever its error terms are
-  provably exact, and kind SCALAR where they might not be.  Twice the SIMD lanes of value64.
+  provably exact; where not OK, the pattern of the special value, or MARK32 where the float32
+  arithmetic does not settle the element.  Twice the SIMD lanes of value64.
 * ``ro_grid32(v)``: RO53(x) -> RO24(x) (round to odd composes: RO24(RO53(x)) = RO24(x), since
   a 24-bit odd rounding lies strictly between the same 24-bit neighbours).
 
@@ -22,12 +24,18 @@ formats with p <= 22 (fp16, bf16, tf32, the fp8 formats) and RO53 every p <= 51.
 rounding with r bits reads the first p + r bits: RO53 agrees with x on 52 (p + r + 2 <= 53 is
 enforced by the API), RO24 on too few, so stochastic rounding uses RO53.
 
-Kinds (what the loops do with the element): OK (round the proxy), SCALAR (hand the element to
-the scalar op, which ends in round_value: float32 overflow, error terms not provably exact),
-NAN (a NaN operand: quiet NaN, as softfloat._arith._nan_result(fp, 0)), INVALID (an invalid
-operation: inf - inf, 0 * inf, 0/0, inf/inf, sqrt(x < 0): _nan_result(fp, INVALID)), DIVBYZERO
-(x / 0 for finite nonzero x: _divbyzero_result).  Infinite results of infinite operands are OK:
-the rounding of an infinity is round_value's business.
+Kinds (what the loops do with the element), and the value a proxy function returns for each:
+OK (round the proxy: RO24 / RO53 of the exact result); NAN (a NaN operand) and INVALID (an invalid
+operation: inf - inf, 0 * inf, 0/0, inf/inf, sqrt(x < 0)): the quiet NaN (F32_QNAN / float64's),
+which the rounding keeps in every format, as softfloat._arith._nan_result(fp, ...) (flags: the
+rounding's INVALID for a NaN in an inf_nan="none" format is _nan_result's; INVALID's own flag is
+not raised by it); DIVBYZERO (x / 0 for finite nonzero x): the infinity of the quotient's sign,
+which the rounding keeps in the ieee formats without saturation, as _divbyzero_result (without
+its DIVBYZERO flag); SCALAR (route A only: float32 overflow, error terms not provably exact):
+MARK32, the NaN pattern with every payload bit set (F32_ABS's bits), a value no other kind
+takes.  Infinite results of infinite operands and exact zero results are OK (the rounding of an
+infinity or a signed zero is round_value's business).  ``kind_of`` names the kind of an
+element from these values (the bench and the tests count them).
 
 Imports numpy, numba and softfloat's _arith, _intrinsics (the intrinsic layer), _primitives and
 _roundpack only.
@@ -39,14 +47,16 @@ import numpy as np
 from numba import njit
 
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB
-from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sub32
-from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_SIGN, F64_SIGN, fold_odd_nb,
-                          two_sum_err)
+from ._intrinsics import and32, fma, ge32, lt32, ne32, or32, sel32, sub32
+from ._primitives import (F32_ABS, F32_HIDDEN, F32_INF, F32_QNAN, F32_SIGN, F64_SIGN,
+                          fold_odd_nb, two_sum_err)
 
-# Element kinds (typed uint8 so that selecting among them stays one byte wide in the SIMD
-# lanes).  The proxy loops keep only whether an element's kind is OK (softfloat._kernels_arith_f32
-# gives the others the proxy +0); kind_counts() reports the kinds themselves.
+# Element kinds, for kind_of (the proxy loops carry them as values, see above).
 OK, SCALAR, NAN, INVALID_OP, DIV_BY_ZERO = (np.uint8(k) for k in range(5))
+#: The proxy pattern of an element the float32 arithmetic does not settle (kind SCALAR), and the
+#: marker of the elements that softfloat._kernels_arith_f32 settles after the rounding: a NaN
+#: that no proxy function returns otherwise (their NaN is F32_QNAN).
+MARK32 = F32_ABS
 
 _U32_0 = np.uint32(0)
 _U32_1 = np.uint32(1)
@@ -79,8 +89,9 @@ def _sum_ro(x, y, rdn):
 
 @njit(cache=True, inline="always")
 def value64(op, x, y, z, rdn):
-    """(RO53 of the exact result, kind) for float64 x, y, z holding float32 values (z: fma)."""
-    nan_op = np.isnan(x) | np.isnan(y)
+    """(RO53 of the exact result, ok) for float64 x, y, z holding float32 values (z: fma); where
+    not ok, the special value of the element's kind: float64's quiet NaN (NAN, INVALID_OP) or
+    the infinity x / 0 (DIV_BY_ZERO).  Never SCALAR."""
     dbz = False
     if op == ADD or op == SUB:
         v = _sum_ro(x, -y if op == SUB else y, rdn)
@@ -105,12 +116,11 @@ def value64(op, x, y, z, rdn):
         s = np.sqrt(x)
         f = fold_odd_nb(s, fma(-s, s, x))
         v = f if (np.isfinite(s) & (s > 0.0)) else s
-        nan_op = np.isnan(x)
     else:
         v = _sum_ro(x * y, z, rdn)    # x * y exact as for MUL
-        nan_op = nan_op | np.isnan(z)
-    kind = (NAN if nan_op else INVALID_OP) if np.isnan(v) else (DIV_BY_ZERO if dbz else OK)
-    return v, kind
+    # (the quotient of x / 0 is that infinity already)
+    nan = np.isnan(v)
+    return (np.nan if nan else v), not (nan | dbz)
 
 
 @njit(cache=True, inline="always")
@@ -142,9 +152,9 @@ def _fold32(hb, t):
 
 @njit(cache=True, inline="always")
 def lean32(op, a, b, c, rdn):
-    """(pattern, kind) for float32 operands: RO24 of the exact result (kind OK), or the kind of
-    an element the float32 arithmetic does not settle (pattern then meaningless)."""
-    nan_op = np.isnan(a) | np.isnan(b)
+    """(pattern, ok) for float32 operands: RO24 of the exact result, or where not ok the
+    pattern of the element's special value: F32_QNAN (NAN, INVALID_OP), the infinity a / 0
+    (DIV_BY_ZERO) or MARK32 (SCALAR: the float32 arithmetic does not settle it)."""
     fin_op = np.isfinite(a) & np.isfinite(b)
     if op == ADD or op == SUB:
         # TwoSum in float32: exact error t for any finite a, b unless an operation overflows,
@@ -158,10 +168,9 @@ def lean32(op, a, b, c, rdn):
             zr = and32(or32(np.float32(a).view(np.uint32), np.float32(bb).view(np.uint32)),
                        F32_SIGN)
             v = zr if s == _F32_0 else v
-        sm = and32(sb, F32_ABS)
-        kind = OK if lt32(sm, _P_2P127) else (
-            (NAN if nan_op else INVALID_OP) if np.isnan(s) else
-            (SCALAR if (fin_op | lt32(sm, F32_INF)) else OK))
+        # past 2^127: a NaN, an infinity of infinite operands (OK), or SCALAR
+        ok = lt32(and32(sb, F32_ABS), _P_2P127) | (np.isinf(s) & (not fin_op))
+        alt = sel32(np.isnan(s), F32_QNAN, MARK32)
     elif op == MUL:
         # e = a b - p exactly (fma) when p = RN(a b) is at least 2^-100: then a b > 2^-101 and
         # the product's ulps, 2^(k_a + k_b) (k: the exponent of an operand's last bit), satisfy
@@ -174,9 +183,9 @@ def lean32(op, a, b, c, rdn):
         v = _fold32(pb, e)
         zero_op = (a == _F32_0) | (b == _F32_0)
         exact0 = zero_op & (p == _F32_0)
-        kind = OK if (lt32(sub32(pm, _P_2M100), _W_2M100) | exact0) else (
-            (NAN if nan_op else INVALID_OP) if np.isnan(p) else
-            (SCALAR if fin_op else OK))
+        # else a NaN, an infinity of an infinite operand (OK), or SCALAR (finite operands)
+        ok = lt32(sub32(pm, _P_2M100), _W_2M100) | exact0 | ((not np.isnan(p)) & (not fin_op))
+        alt = sel32(np.isnan(p), F32_QNAN, MARK32)
     elif op == DIV:
         # r = a - q b exactly (fma) when q = RN(a/b) is normal and |a| >= 2^-100.  With e_x the
         # exponent of x: q b is a multiple of g = ulp(q) ulp(b); so is a (normal b: e_q + e_b <=
@@ -193,13 +202,13 @@ def lean32(op, a, b, c, rdn):
         am = and32(np.float32(a).view(np.uint32), F32_ABS)
         norm = lt32(sub32(qm, _P_NORM), _W_NORM) & ge32(am, _P_2M100)
         v = _fold32(qb, r) if norm else qb
-        a_inf = np.isinf(a)
-        # q = +-0 exactly for 0 / b and a / inf; q = +-inf exactly for inf / b.
+        # q = +-0 exactly for 0 / b and a / inf; q = +-inf exactly for inf / b, and for a / 0
+        # with a finite and nonzero: DIV_BY_ZERO, whose value is q (0 / 0 and NaN / 0 are NaNs,
+        # inf / 0 is OK: b == 0 alone tells the rest; with an isfinite(a) test as well the
+        # loop took 25% longer, AVX-512, N(0,1) data).
         exact0 = (q == _F32_0) & ((a == _F32_0) | np.isinf(b))
-        kind = OK if (norm | exact0) else (
-            (NAN if nan_op else INVALID_OP) if np.isnan(q) else
-            (OK if (np.isinf(q) & a_inf) else
-             (DIV_BY_ZERO if ((b == _F32_0) & np.isfinite(a)) else SCALAR)))
+        ok = norm | exact0 | (np.isinf(q) & np.isinf(a))
+        alt = sel32(np.isnan(q), F32_QNAN, sel32(b == _F32_0, qb, MARK32))
     elif op == SQRT:
         # r = a - s^2 exactly (fma) when a >= 2^-100: a multiple of ulp(s)^2 >= 2^-146, below
         # 2^24 ulp(s)^2 in magnitude (see value64).  sqrt(+-0) = +-0, sqrt(+inf) = +inf exact.
@@ -209,11 +218,30 @@ def lean32(op, a, b, c, rdn):
         norm = lt32(sub32(ab, _P_2M100), _W_2M100)
         v = _fold32(np.float32(s).view(np.uint32), r) if norm else \
             np.float32(s).view(np.uint32)
-        kind = OK if (norm | (and32(ab, F32_ABS) == _U32_0) | (ab == F32_INF)) else (
-            (NAN if np.isnan(a) else INVALID_OP) if np.isnan(s) else SCALAR)
+        ok = norm | (and32(ab, F32_ABS) == _U32_0) | (ab == F32_INF)
+        alt = sel32(np.isnan(s), F32_QNAN, MARK32)
     else:
         # fma: the float64 route (a b is exact in float64, float32 arithmetic has no room).
-        vv, kind = value64(FMA, np.float64(a), np.float64(b), np.float64(c), rdn)
-        v, ovf = ro_grid32(vv)
-        kind = SCALAR if (ovf & (kind == OK)) else kind
-    return v, kind
+        vv, ok64 = value64(FMA, np.float64(a), np.float64(b), np.float64(c), rdn)
+        v, ovf = ro_grid32(vv)            # (float64's quiet NaN becomes F32_QNAN)
+        ok = ok64 & (not ovf)
+        alt = sel32(ok64, MARK32, v)
+    return sel32(ok, v, alt), ok
+
+
+@njit(cache=True, inline="always")
+def kind_of(op, ok, nan, scalar, a, b, c):
+    """The kind of an element from its proxy function's ok, whether its special value is the
+    quiet NaN (nan) or MARK32 (scalar; route A), and its operands: a NaN result is NAN where an
+    operand the operation reads is a NaN, else INVALID_OP; the remaining one is DIV_BY_ZERO."""
+    if ok:
+        return OK
+    if scalar:
+        return SCALAR
+    if op == SQRT:
+        nan_op = np.isnan(a)
+    elif op == FMA:
+        nan_op = np.isnan(a) | np.isnan(b) | np.isnan(c)
+    else:
+        nan_op = np.isnan(a) | np.isnan(b)
+    return (NAN if nan_op else INVALID_OP) if nan else DIV_BY_ZERO

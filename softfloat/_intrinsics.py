@@ -650,17 +650,19 @@ def absmax16(typingctx, arr, start):
 
 # ---- sparse scans (the arithmetic's marked elements) -----------------------------------------
 @intrinsic
-def zero_mask64(typingctx, arr, start):
-    """The uint64 whose bit j is set where arr[start + j] == 0, j < 64, for a C-contiguous 1-d
-    uint32 or uint64 array (no bounds check: the caller guarantees start + 64 <= arr.size).
+def eq_mask64(typingctx, arr, start, value):
+    """The uint64 whose bit j is set where arr[start + j] == value, j < 64, for a C-contiguous
+    1-d uint32 or uint64 array and a value of its type (no bounds check: the caller guarantees
+    start + 64 <= arr.size).
 
-    One <64 x iN> load, a compare with zero and the bitcast of the <64 x i1> result to an i64,
-    which LLVM lowers to vector compares and movemasks (vpcmpeqd / vmovmskps, 8 of each on
-    AVX2 for uint32).  The same mask built by a loop (``m |= (x[j] == 0) << j``) ran in 64-bit
-    lanes with a shift per element: the arithmetic's scan of a chunk for +0 proxies, 1.3% of
-    them, took 0.39 ns an element that way (Zen 3, one thread)."""
+    One <64 x iN> load, a compare with the splatted value and the bitcast of the <64 x i1>
+    result to an i64, which LLVM lowers to vector compares and movemasks (vpcmpeqd / vmovmskps,
+    8 of each on AVX2 for uint32).  The same mask built by a loop (``m |= (x[j] == 0) << j``)
+    ran in 64-bit lanes with a shift per element: the arithmetic's scan of a chunk for its
+    marked proxies, 1.3% of them, took 0.39 ns an element that way (Zen 3, one thread)."""
     if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
-            and arr.dtype in (types.uint32, types.uint64) and isinstance(start, types.Integer)):
+            and arr.dtype in (types.uint32, types.uint64) and isinstance(start, types.Integer)
+            and value == arr.dtype):
         return None
     width = arr.dtype.bitwidth
 
@@ -670,9 +672,13 @@ def zero_mask64(typingctx, arr, start):
         vty = ir.VectorType(ity, 64)
         v = builder.load(_ptr(context, builder, sig.args[0], args[0], off, vty),
                          align=width // 8)
-        z = builder.icmp_unsigned("==", v, ir.Constant(vty, [0] * 64))
+        splat = ir.Constant(vty, ir.Undefined)
+        splat = builder.insert_element(splat, args[2], ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(vty, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 64), [0] * 64))
+        z = builder.icmp_unsigned("==", v, splat)
         return builder.bitcast(z, _I64)
-    return types.uint64(arr, start), codegen
+    return types.uint64(arr, start, value), codegen
 
 
 @intrinsic

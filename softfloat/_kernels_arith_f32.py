@@ -20,17 +20,29 @@ the other branches folded away.  Each chunk goes through two steps:
    operand), whose first p + r bits are x's (the API enforces p + r + 2 <= 53).
 2. sf.round's own vectorised kernel (softfloat._kernels_round_vec, 32-bit lanes for route A,
    64-bit lanes for route B) rounds the buffer: the arithmetic has no rounding code of its own.
-   Marked elements carry +0 in the buffer (rounded to +0, no flags: the formats here are signed
-   and have a zero) and are overwritten afterwards.
 
-Marked elements are NaN operands, invalid operations, x / 0 (13% of sf.div's elements on
-gradient-like fp16 data, whose flushed divisors are zeros; kind_counts() reports how many of
-each kind), and on route A what float32 cannot settle (overflow of an intermediate, error terms
-float32 cannot hold: rare on every data class).  In a chunk that holds one, ``_marked`` finds
-the +0 proxies (64 elements at a time), writes the results of the first three kinds, passes over
-exact zero results, whose proxy is +0 too (``_settle``, branch-free, where a block holds many;
-element by element where it holds few), and gives what remains, the SCALAR kind, to the scalar
-op, which ends in round_value.
+The special elements go through the rounding too, as their special value (softfloat._arith_f32):
+a NaN result (a NaN operand, an invalid operation) as the quiet NaN, which the rounding keeps in
+every format as the scalar ops do; x / 0 (13% of sf.div's elements on gradient-like fp16 data,
+whose flushed divisors are zeros) as the infinity of its sign, which the rounding keeps in the
+ieee formats without saturation.  That settles them when flags are not counted.  The others are
+marked: the proxy is the marker MARK32 / MARK64, the NaN pattern with every payload bit set (no
+other proxy takes it): every special element when flags are counted (an invalid operation's
+INVALID and x / 0's DIVBYZERO are not the rounding's) and in a division into the other formats
+(x / 0 there is not the rounding of an infinity), and on route A what float32 cannot settle
+(overflow of an intermediate, error terms float32 cannot hold: rare on every data class).  In a
+chunk that holds a marked element, ``_marked`` finds them (64 elements at a time), writes the
+results of the first two kinds with their flags, and gives the rest, the SCALAR kind, to the
+scalar op, which ends in round_value.
+
+Until 2026-11-29 every special element was marked, by the proxy +0, which exact zero results
+share, so that those were settled as well (a zero divisor's or factor's result, an Inf divisor's).
+Measured on Zen 4 (fp16, 4M elements, one thread, fresh processes, before -> after): sf.div on
+gradient-like data 6.7-8.0 -> 4.6 ms, all-subnormal 5.8-6.1 -> 4.5-4.6, overflow-heavy 6.3-6.4
+-> 4.5, N(0,1) 3.8-3.9 -> 4.0; sf.add overflow-heavy 4.4 -> 3.7-3.8; the AVX2 code path: sf.div
+8.2-8.3 -> 5.3, 6.6 -> 4.7-4.8 and 8.1-8.2 -> 5.3-5.4 on those three.  The cost: N(0,1) data
+with 1% NaN/Inf, whose quiet NaNs now send every block of the rounding to its later pass, took
+4.5 -> 4.85-4.9 ms for sf.add and sf.mul on the AVX2 code path (AVX-512: 4.1-4.3 -> 3.9-4.2).
 
 Imports numpy, numba and softfloat's kernel modules only.
 """
@@ -43,11 +55,12 @@ from numba import njit
 from . import _kernels_round_vec as RV
 from ._kernels_round_vec import out_of
 from ._arith import ADD, DIV, FMA, MUL, SQRT, SUB, _divbyzero_result, scalar_op
-from ._arith_f32 import DIV_BY_ZERO, INVALID_OP, NAN, OK, SCALAR, lean32, value64
+from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, MARK32, NAN, OK, SCALAR, kind_of, lean32,
+                         value64)
 from ._driver import INNER, add_flag_counts, launch, record
-from ._intrinsics import popcount64, sel32, zero_mask64
-from ._lanes import vcount, vmerge
-from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
+from ._intrinsics import eq32, eq_mask64, popcount64, sel32
+from ._lanes import vcount, vmerge, vshr
+from ._primitives import F32_QNAN, F32_SIGN, F64_ABS, U64_0, bit_length
 from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
 from .rng import random_bits
 
@@ -63,35 +76,43 @@ _DIVBYZERO_ROW = DIVBYZERO.bit_length() - 1
 # loops stay branch-free (the kinds deal with those elements).
 
 # ----- the proxies --------------------------------------------------------------------------------
-# The proxy loops write no per-element kind: a marked element gets the proxy +0 (the pattern 0),
-# and a chunk that holds one is settled afterwards (_settle, _marked).  A uint8 kind array written
-# by these loops cost 35% of their time (fp16 values of N(0,1), one thread, AVX-512: sf.mul's
-# loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and 0.32).
+# The proxy loops write no per-element kind: a special element carries its special value or the
+# marker (module docstring), and a chunk that holds a marker is settled afterwards (_marked).  A
+# uint8 kind array written by these loops cost 35% of their time (fp16 values of N(0,1), one
+# thread, AVX-512: sf.mul's loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and
+# 0.32).
+
+#: The marker of route B's proxies, as MARK32 (softfloat._arith_f32) is route A's: the NaN with
+#: every payload bit set.
+MARK64 = F64_ABS
+
 
 @njit(cache=True, error_model="numpy")
-def _lean_a(op, xs, ys, zs, buf, rdn):
-    """buf[j] = RO24 pattern of element j's exact result, or +0 where it is marked; returns
-    whether any element is marked (a boolean: a 64-bit counter would halve the SIMD width of
-    the loop)."""
+def _lean_a(op, xs, ys, zs, buf, rdn, mark):
+    """buf[j] = RO24 pattern of element j's exact result, its special value, or MARK32 where it
+    is marked: SCALAR (lean32's MARK32), and with ``mark`` every special element.  mark is a
+    literal at every call (a loop for each value; with a run-time boolean in the loop sf.div's
+    proxy loop took 0.58 ns an element against 0.43, one thread, AVX-512, 16K elements).
+    Returns whether any element is special (a boolean: a 64-bit counter would halve the SIMD
+    width of the loop); _marked then looks for the marked ones."""
     anymark = False
     for j in range(buf.size):
-        v, kind = lean32(op, xs[j], ys[j], zs[j], rdn)
-        ok = kind == OK
-        buf[j] = v if ok else _U32_0
+        v, ok = lean32(op, xs[j], ys[j], zs[j], rdn)
+        buf[j] = sel32(ok, v, MARK32) if mark else v
         anymark |= not ok
     return anymark
 
 
 @njit(cache=True, error_model="numpy")
-def _lean_b(op, xs, ys, zs, vbuf, rdn):
-    """vbuf[j] = float64 pattern of RO53 of element j's exact result, or +0 where it is marked
-    (never SCALAR: value64 is exact for every float32 operand); returns whether any element is
-    marked."""
+def _lean_b(op, xs, ys, zs, vbuf, rdn, mark):
+    """vbuf[j] = float64 pattern of RO53 of element j's exact result, its special value, or
+    MARK64 where it is marked (as _lean_a; value64 is exact for every float32 operand: no
+    SCALAR kind); returns whether any element is special."""
     anymark = False
     for j in range(vbuf.size):
-        v, kind = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
-        ok = kind == OK
-        vbuf[j] = np.float64(v if ok else 0.0).view(np.uint64)
+        v, ok = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
+        vb = np.float64(v).view(np.uint64)
+        vbuf[j] = (vb if ok else MARK64) if mark else vb
         anymark |= not ok
     return anymark
 
@@ -153,52 +174,42 @@ def _late(op, k, xs, ys, zs, os, base, counts, c):
 
 
 # ----- marked elements -------------------------------------------------------------------------
-# A chunk that holds a marked element goes through _marked, which scans it for +0 proxies 64
-# elements at a time and settles them: blocks with many at once by _settle (branch-free, every
-# element of the block), the others one element at a time.  Settling writes the results whose
-# float32 arithmetic decides them outright (NaN operands, invalid operations, x / 0) and leaves
-# the rest (route A's SCALAR kind) to the scalar op: it costs about 15 ns an element, and x / 0
-# alone is 13% of the elements of sf.div on gradient-like fp16 data, whose flushed divisors are
-# zeros (1M elements, one thread, AVX-512: 1.4 ms with the branch-free pass, 4.4 ms with the
-# scalar op for all).
+# A chunk that holds a marked element goes through _marked, which scans it for the marker 64
+# elements at a time and settles those elements: all at once by _settle (branch-free, every
+# element of the chunk) where they are dense, else one at a time.  Settling writes the results
+# whose float32 arithmetic decides them outright (NaN operands, invalid operations, x / 0) with
+# their flags and leaves the rest (route A's SCALAR kind) to the scalar op: it costs about 15 ns
+# an element, and x / 0 alone is 13% of the elements of sf.div on gradient-like fp16 data, whose
+# flushed divisors are zeros (1M elements, one thread, AVX-512: 1.4 ms with the branch-free
+# pass, 4.4 ms with the scalar op for all).
 
 @njit(cache=True, error_model="numpy", inline="always")
 def _special_kind(op, x, y, z):
-    """(nan, nan_op, dbz, zero) of one element (float32 operands): its exact result is a NaN,
-    an operand is a NaN, it is x / 0 with x finite and nonzero (DIV_BY_ZERO), its exact result
-    is a zero.  A NaN result is exactly the kinds NAN and INVALID_OP of lean32 and value64
-    (their IEEE operations give a NaN just when these do); a zero result is a kind-OK element
-    whose proxy is that zero (float addition never underflows to 0; a float32 product or
-    quotient is 0 only for a zero dividend or factor or an infinite divisor, tested here
-    rather than the float32 result, which can underflow; fma's sum is taken in float64, where
-    the float32 product is exact).  Division and square root decide by comparisons."""
+    """(nan, nan_op, dbz) of a marked element (float32 operands): its exact result is a NaN, an
+    operand is a NaN, it is x / 0 with x finite and nonzero (DIV_BY_ZERO).  A NaN result is
+    exactly the kinds NAN and INVALID_OP of lean32 and value64 (their IEEE operations give a
+    NaN just when these do).  Division and square root decide by comparisons."""
     nan_op = np.isnan(x) | np.isnan(y)
     if op == ADD or op == SUB:
-        # Inf - Inf, and exact zero sums (x == -y), by comparisons: with the float32 sum in it,
-        # LLVM left _settle's loop scalar on the AVX2 code path (0.95 ns an element; 0.15 with
-        # AVX-512)
+        # Inf - Inf by comparisons: with the float32 sum in it, LLVM left _settle's loop scalar
+        # on the AVX2 code path (0.95 ns an element; 0.15 with AVX-512)
         yy = -y if op == SUB else y
-        nan = nan_op | (np.isinf(x) & (x == -yy))
-        return nan, nan_op, False, (x == -yy) & (not nan)
+        return nan_op | (np.isinf(x) & (x == -yy)), nan_op, False
     elif op == MUL:
         r = x * y
-        zero = ((x == np.float32(0)) | (y == np.float32(0))) & (not np.isnan(r))
     elif op == DIV:
         # 0 / 0 and Inf / Inf, by comparisons (a division here cost sf.div 5-15% on data with
         # marks)
         nan = nan_op | ((x == np.float32(0)) & (y == np.float32(0))) | (np.isinf(x) & np.isinf(y))
-        return nan, nan_op, (y == np.float32(0)) & np.isfinite(x) & (x != np.float32(0)), \
-            ((x == np.float32(0)) | np.isinf(y)) & (not nan)
+        return nan, nan_op, (y == np.float32(0)) & np.isfinite(x) & (x != np.float32(0))
     elif op == SQRT:
         # below -0 (-Inf included) or a NaN
-        return np.isnan(x) | (x < np.float32(0)), np.isnan(x), False, x == np.float32(0)
+        return np.isnan(x) | (x < np.float32(0)), np.isnan(x), False
     else:
         r64 = np.float64(x) * np.float64(y) + np.float64(z)
-        r = np.float32(0) if r64 == 0.0 else (np.float32(np.nan) if np.isnan(r64)
-                                               else np.float32(1))
-        zero = r64 == 0.0
+        r = np.float32(np.nan) if np.isnan(r64) else np.float32(0)
         nan_op = nan_op | np.isnan(z)
-    return np.isnan(r), nan_op, False, zero
+    return np.isnan(r), nan_op, False
 
 
 @njit(cache=True, inline="always")
@@ -209,20 +220,19 @@ def _signs_differ(x, y):
 
 
 @njit(cache=True, error_model="numpy")
-def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, want_flags, counts,
-            c):
-    """In a block of a marked chunk (see _marked): every element whose proxy in buf is +0 gets
-    its result if a NaN (the quiet NaN F32_QNAN, flag INVALID unless an operand is a NaN in a
-    format that has one: softfloat._arith's _nan_result) or x / 0 (_divbyzero_result's dbzp or
-    dbzn, by the xor of the operands' signs; flag DIVBYZERO), and is left as rounded if its
-    exact result is a zero (the proxy was that zero).  Those proxies are then set to ``one``
-    (the buffer is not read again but by _marked), so that +0 remains only on the elements for
-    the scalar op; returns whether there are any.  Branch-free; 32-bit counters.  one, ones,
-    nil: 1, all bits set and 0 in buf's lane type, fields of the kernel record (run-time values:
-    the stores are vmerges with masks the compiler cannot see; with selects LLVM made both into
-    masked stores, vpmaskmovd, slow on AMD Zen 3 (a loop storing that way took 0.76 ms per 1M
-    elements against 0.25 with a plain store; sf.add on 1% NaN-Inf fp16 data, one thread, took
-    3.6 ms against 1.8 on N(0,1) data))."""
+def _settle(op, xs, ys, zs, buf, os, mark, ones, nil, nan_invalid, dbzp, dbzn, want_flags,
+            counts, c):
+    """In a marked chunk (see _marked): every element whose proxy in buf is the marker gets its
+    result if a NaN (the quiet NaN F32_QNAN, flag INVALID unless an operand is a NaN in a format
+    that has one: softfloat._arith's _nan_result) or x / 0 (_divbyzero_result's dbzp or dbzn,
+    by the xor of the operands' signs; flag DIVBYZERO).  Those proxies are then set to ``nil``
+    (the buffer is not read again but by _marked), so that the marker remains only on the
+    elements for the scalar op; returns whether there are any.  Branch-free; 32-bit counters.
+    mark, ones, nil: the marker, all bits set and 0 in buf's lane type, from the kernel record
+    (run-time values: the stores are vmerges with masks the compiler cannot see; with selects
+    LLVM made both into masked stores, vpmaskmovd, slow on AMD Zen 3 (a loop storing that way
+    took 0.76 ms per 1M elements against 0.25 with a plain store; sf.add on 1% NaN-Inf fp16
+    data, one thread, took 3.6 ms against 1.8 on N(0,1) data))."""
     anyscalar = False
     n_inv = _U32_0
     n_dbz = _U32_0
@@ -230,51 +240,51 @@ def _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn, wa
     nil32 = out_of(nil, os)
     for j in range(buf.size):
         p = buf[j]
-        z0 = p == 0
+        m = p == mark
         x = xs[j]
         y = ys[j]
-        nan, nan_op, dbz, zero = _special_kind(op, x, y, zs[j])
+        nan, nan_op, dbz = _special_kind(op, x, y, zs[j])
         neg = _signs_differ(x, y)
         # (nan and dbz exclude each other)
-        os[j] = vmerge(z0 & (nan | dbz), sel32(nan, F32_QNAN, sel32(neg, dbzn, dbzp)), os[j],
+        os[j] = vmerge(m & (nan | dbz), sel32(nan, F32_QNAN, sel32(neg, dbzn, dbzp)), os[j],
                        ones32, nil32)
-        settled = nan | dbz | zero
-        buf[j] = vmerge(z0 & settled, one, p, ones, nil)
-        anyscalar |= z0 & (not settled)
-        n_inv = vcount(n_inv, z0 & nan & ((not nan_op) | nan_invalid))
-        n_dbz = vcount(n_dbz, z0 & dbz)
+        settled = nan | dbz
+        buf[j] = vmerge(m & settled, nil, p, ones, nil)
+        anyscalar |= m & (not settled)
+        n_inv = vcount(n_inv, m & nan & ((not nan_op) | nan_invalid))
+        n_dbz = vcount(n_dbz, m & dbz)
     if want_flags:
         counts[c, _INVALID_ROW] += np.int64(n_inv)
         counts[c, _DIVBYZERO_ROW] += np.int64(n_dbz)
     return anyscalar
 
 
-#: Elements per block of the scan for +0 proxies: one bit mask per block (zero_mask64).
+#: Elements per block of the scan for marked proxies: one bit mask per block (eq_mask64).
 _SCAN = 64
 
 
 @njit(cache=True, error_model="numpy")
-def _zero_mask(blk):
-    """Bit j set where blk[j] (j < 64) is the pattern 0 (a chunk's last, short block)."""
+def _mark_mask(blk, mark):
+    """Bit j set where blk[j] (j < 64) is the marker (a chunk's last, short block)."""
     m = U64_0
     for j in range(blk.size):
-        m |= np.uint64(blk[j] == 0) << np.uint64(j)
+        m |= np.uint64(blk[j] == mark) << np.uint64(j)
     return m
 
 
 @njit(cache=True, error_model="numpy")
-def _zero_masks(buf, masks):
-    """masks[b] = the bit mask of the +0 proxies of block b of buf (_SCAN elements; the last
+def _mark_masks(buf, mark, masks):
+    """masks[b] = the bit mask of the marked proxies of block b of buf (_SCAN elements; the last
     may be short); returns how many there are in all."""
     n = buf.size
     nfull = n // _SCAN
     total = U64_0
     for b in range(nfull):
-        m = zero_mask64(buf, b * _SCAN)
+        m = eq_mask64(buf, b * _SCAN, mark)
         masks[b] = m
         total += popcount64(m)
     if nfull < masks.size:
-        m = _zero_mask(buf[nfull * _SCAN:])
+        m = _mark_mask(buf[nfull * _SCAN:], mark)
         masks[nfull] = m
         total += popcount64(m)
     return total
@@ -286,40 +296,42 @@ def _divbyzero_pattern(neg, fp):
     return np.float32(_divbyzero_result(neg, fp)[0]).view(np.uint32)
 
 
-#: A marked chunk with at least one +0 proxy in _DENSE elements is settled by _settle
-#: (branch-free, every element); below it each +0 proxy is settled on its own.  Zen 3, one
+#: A marked chunk with at least one marked proxy in _DENSE elements is settled by _settle
+#: (branch-free, every element); below it each marked element is settled on its own.  Zen 3, one
 #: thread, 256K fp16 elements: _settle costs about 1 ns an element, the settling of one element
-#: on its own about 20 ns (a few branches, mispredicted at random).  sf.div on gradient-like
-#: data (13% x / 0) stays dense; N(0,1) data with 1% NaN/Inf (1.3% NaN results) goes sparse.
-#: (Deciding per 64-element block instead made sf.div on gradient-like data 36% slower: a call
-#: of _settle per block.)
+#: on its own about 20 ns (a few branches, mispredicted at random).  (Deciding per 64-element
+#: block instead made sf.div on gradient-like data 36% slower: a call of _settle per block.)
 _DENSE = 16
 
 
 @njit(cache=True, error_model="numpy")
-def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c, one,
+def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, counts, c, mark,
             ones, nil):
-    """Every element of a chunk whose proxy in buf is +0 (a marked element or an exact zero
-    result; the rounding wrote +0 and counted no flag for it) is settled: where they are
-    dense (one in _DENSE elements or more) by _settle, all at once, branch-free; otherwise each
-    on its own, by the same rules (_special_kind: a NaN result, x / 0, an exact zero left as
-    rounded), found from one bit mask per 64 elements (_SCAN; one pass makes them all and
-    counts their bits).  What remains, route A's SCALAR kind, goes to the scalar op
-    (softfloat._arith, ending in round_value; same random bits as the vectorised loops),
-    whose result and flags replace the rounding's.  (_settle over every element of a marked
-    chunk was the only way before; on N(0,1) data with 1% NaN/Inf sprinkled every chunk holds
-    a mark, 1.3% of sf.add's elements: Zen 3, one thread, 256K fp16 elements, in one process,
-    sf.add 2.30 -> 2.07 ns an element, 1.29 without the NaN/Inf; sf.div 2.84 -> 2.46.)"""
+    """Every element of a chunk whose proxy in buf is the marker is settled: where they are
+    dense (one in _DENSE elements or more) by _settle, all at once, branch-free; otherwise
+    each on its own, by the same rules (_special_kind: a NaN result, x / 0), found from one
+    bit mask per 64 elements (_SCAN; one pass makes them all and counts their bits).  What
+    remains, route A's SCALAR kind, goes to the scalar op (softfloat._arith, ending in
+    round_value; same random bits as the vectorised loops), whose result and flags replace the
+    rounding's.  The rounding rounded the marker too, a NaN: its result is overwritten here,
+    and its one flag, INVALID in an inf_nan="none" format (counted only with flags), is taken
+    back.  (_settle over every element of a marked chunk was the only way before; on N(0,1)
+    data with 1% NaN/Inf sprinkled every chunk holds a mark, 1.3% of sf.add's elements: Zen 3,
+    one thread, 256K fp16 elements, in one process, sf.add 2.30 -> 2.07 ns an element, 1.29
+    without the NaN/Inf; sf.div 2.84 -> 2.46.)"""
     nan_invalid = fp.inf_nan == 2
     dbzp = _divbyzero_pattern(False, fp)
     dbzn = _divbyzero_pattern(True, fp)
     masks = np.empty((buf.size + _SCAN - 1) // _SCAN, np.uint64)
-    each = np.int64(_zero_masks(buf, masks)) * _DENSE < buf.size
+    total = np.int64(_mark_masks(buf, mark, masks))
+    if want_flags and nan_invalid:
+        counts[c, _INVALID_ROW] -= total
+    each = total * _DENSE < buf.size
     if not each:
-        if not _settle(op, xs, ys, zs, buf, os, one, ones, nil, nan_invalid, dbzp, dbzn,
+        if not _settle(op, xs, ys, zs, buf, os, mark, ones, nil, nan_invalid, dbzp, dbzn,
                        want_flags, counts, c):
             return
-        _zero_masks(buf, masks)             # what _settle left: the SCALAR kind
+        _mark_masks(buf, mark, masks)             # what _settle left: the SCALAR kind
     n_inv = 0
     n_dbz = 0
     for b in range(masks.size):
@@ -331,7 +343,7 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
             x = xs[j]
             y = ys[j]
             if each:
-                nan, nan_op, dbz, zero = _special_kind(op, x, y, zs[j])
+                nan, nan_op, dbz = _special_kind(op, x, y, zs[j])
                 if nan:
                     os[j] = F32_QNAN
                     n_inv += (not nan_op) | nan_invalid
@@ -339,8 +351,6 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
                 if dbz:
                     os[j] = dbzn if _signs_differ(x, y) else dbzp
                     n_dbz += 1
-                    continue
-                if zero:
                     continue
             _scalar_at(op, xs, ys, zs, os, j, fp, mode, rbits, key, base, want_flags, counts, c)
     if want_flags:
@@ -351,9 +361,10 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
 @njit(cache=True, error_model="numpy", inline="always")
 def _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c):
     """A chunk holding a marked element, after its rounding: _marked (buf: the proxies, of
-    either route, in the lane type of the record k)."""
+    either route, in the lane type of the record k; the marker is its NaN with every payload
+    bit set, ones >> 1)."""
     _marked(op, xs, ys, zs, buf, os, format_params_of(k), k.mode, k.rbits, k.key, base,
-            k.want_flags, counts, c, k.lane1, k.ones, k.lane0)
+            k.want_flags, counts, c, vshr(k.ones, k.lane1), k.ones, k.lane0)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
@@ -368,15 +379,26 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     base = k.base + lo
     # steps 1 and 2 (route_a is a literal: Numba prunes the other branch before typing, so buf
     # has one type, uint32 patterns on route A and uint64 float64 values on route B)
+    # every special element is marked when flags are counted, and in a division into a format
+    # whose x / 0 is not the rounding of an infinity (not ieee, or saturating); the proxy loops
+    # take it as a literal
+    mark = k.want_flags | ((op == DIV) & ((k.inf_nan != 0) | (k.saturate != 0)))
+    rdn = k.mode == RDN
     if route_a:
         buf = np.empty(n, np.uint32)
-        anymark = _lean_a(op, xs, ys, zs, buf, k.mode == RDN)
+        if mark:
+            anymark = _lean_a(op, xs, ys, zs, buf, rdn, True)
+        else:
+            anymark = _lean_a(op, xs, ys, zs, buf, rdn, False)
         late = _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
     else:
         # value64 is exact for every float32 operand (no SCALAR kind): _settle settles every
         # marked element here
         buf = np.empty(n, np.uint64)
-        anymark = _lean_b(op, xs, ys, zs, buf, k.mode == RDN)
+        if mark:
+            anymark = _lean_b(op, xs, ys, zs, buf, rdn, True)
+        else:
+            anymark = _lean_b(op, xs, ys, zs, buf, rdn, False)
         late = _round_b(RV.RoundVec(*k), buf, os, base, c, counts)
     if late:
         _late(op, k, xs, ys, zs, os, base, counts, c)
@@ -432,13 +454,15 @@ def run(op, a, sa, b, sb, c, sc, out, fmt, mode, key, base, rbits, want_flags, c
 
 @njit(cache=True, error_model="numpy")
 def _kinds(op, route_a, a, b, c, mode, counts):
-    """counts[kind] += 1 for every element as the chunk loops classify it."""
+    """counts[kind] += 1 for every element as the proxy functions classify it."""
     rdn = mode == RDN
     for j in range(a.size):
         if route_a:
-            kind = lean32(op, a[j], b[j], c[j], rdn)[1]
+            v, ok = lean32(op, a[j], b[j], c[j], rdn)
+            kind = kind_of(op, ok, eq32(v, F32_QNAN), eq32(v, MARK32), a[j], b[j], c[j])
         else:
-            kind = value64(op, np.float64(a[j]), np.float64(b[j]), np.float64(c[j]), rdn)[1]
+            w, ok = value64(op, np.float64(a[j]), np.float64(b[j]), np.float64(c[j]), rdn)
+            kind = kind_of(op, ok, np.isnan(w), False, a[j], b[j], c[j])
         counts[kind] += 1
 
 

@@ -79,9 +79,9 @@ def check_against_scalar(op, args, fmt, mode, seed=11, rbits=None):
     assert not bad.any(), (op, fmt.name, mode, cases[bad][:4], got[bad][:4], want[bad][:4])
     for k, name in enumerate(FLAGS):
         assert getattr(flags, name) == int(np.count_nonzero(fls & (1 << k))), (op, mode, name)
-    # the same call without flags: the same bit patterns, NaNs' included (without flags the
-    # proxy loops write NaN results themselves where the rounding keeps the quiet NaN; with
-    # flags the settling pass writes them and counts their flags)
+    # the same call without flags: the same bit patterns, NaNs' included (without flags NaN
+    # results and, in the ieee formats, x / 0 are the rounding's of their special values; with
+    # flags they are marked and the settling pass writes them and counts their flags)
     plain = getattr(sf, op)(*args, fmt, mode, **kw)
     diff = plain.view(np.uint32) != got.view(np.uint32)
     assert not diff.any(), (op, fmt.name, mode, "without flags", cases[diff][:4],
@@ -205,10 +205,11 @@ def test_a_lone_marked_element_anywhere_in_a_chunk(special):
 
 
 def test_exact_zero_results_beside_marked_elements():
-    """Marked elements carry the proxy +0, and in a chunk holding one every +0 proxy is
-    classified again (_settle): exact zero results (x - x, x * 0, 0 / y, sqrt(0), 0 * y + 0; a
-    third of the elements, both signs of zero) sit beside NaN operands placed at both ends of
-    64-element blocks and sprinkled at 1%; one chunk has zeros and no mark.  Every operation,
+    """Exact zero results are rounded from their signed-zero proxies beside special elements
+    (until 2026-11-29 these shared the proxy +0 and every +0 proxy was classified again):
+    exact zero results (x - x, x * 0, 0 / y, sqrt(0), 0 * y + 0; a third of the elements, both
+    signs of zero) sit beside NaN operands placed at both ends of 64-element blocks and
+    sprinkled at 1%; one chunk has zeros and no special element.  Every operation,
     four modes, with and without flags against the scalar ops (check_against_scalar)."""
     fmt = sf.get_format("fp16")
     rng = np.random.default_rng(33)
@@ -236,7 +237,7 @@ def test_exact_zero_results_beside_marked_elements():
             assert check_against_scalar(op, [a, b, c], fmt, mode) == n
 
 
-#: Operand pairs (x, y; z = y for fma) whose elements are marked or give a +0 proxy for some of
+#: Operand pairs (x, y; z = y for fma) whose elements are special or give a zero proxy for some of
 #: the operations: NaN operands, invalid operations, x / 0, exact zero results, float32 overflow
 #: and products below 2^-100 (left to the scalar op).
 _MARKS = ((np.nan, 1.5), (1.5, np.nan), (np.inf, 0.0), (np.inf, -np.inf), (3.0, 0.0),
@@ -246,8 +247,10 @@ _MARKS = ((np.nan, 1.5), (1.5, np.nan), (np.inf, 0.0), (np.inf, -np.inf), (3.0, 
 
 @pytest.mark.parametrize("fmt", ["fp16", "bf16", "e3m2_none"])
 def test_sparse_and_dense_marks(fmt):
-    """_marked settles the +0 proxies of a chunk branch-free (_settle) where there is one in
-    _DENSE elements or more, and one element at a time where they are fewer: one-chunk arrays
+    """_marked settles the marked proxies of a chunk branch-free (_settle) where there is one
+    in _DENSE elements or more, and one element at a time where they are fewer (every special
+    element is marked with flags, which check_against_scalar counts first; without them the
+    quiet NaNs and, in fp16 and bf16, x / 0 pass through the rounding): one-chunk arrays
     holding 1, 2, n / _DENSE +- 1, n / 4 and n elements of every kind (_MARKS, at random
     places), every operation, four modes, with and without flags, against the scalar ops."""
     fmt = next(f for f in FORMATS if f.name == fmt)

@@ -16,7 +16,7 @@ from softfloat._intrinsics import (LANES, ROWS, absmax16, add32, and32, fma, ge3
                                    vacc_add, vacc_float, vand_bits, vbits_rsub, vload,
                                    vload_wide,
                                    vmax, vrint, vstore, vterm, vtrunc, xor32)
-from softfloat._intrinsics import popcount64, zero_mask64
+from softfloat._intrinsics import eq_mask64, popcount64
 
 _EXP = np.int64(0x7FF0000000000000)        # the float64 exponent field
 
@@ -195,29 +195,34 @@ def test_absmax16_is_the_largest_magnitude_pattern():
 
 
 @njit
-def _masks(arr, starts, out, cnt):
+def _masks(arr, starts, value, out, cnt):
     for i in range(starts.size):
-        out[i] = zero_mask64(arr, starts[i])
+        out[i] = eq_mask64(arr, starts[i], value)
         cnt[i] = popcount64(out[i])
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
-def test_zero_mask64_and_popcount64(dtype):
-    """Bit j of zero_mask64(arr, s) is arr[s + j] == 0, at every offset (unaligned loads
-    too), for none, some and all of the 64 elements zero; popcount64 counts its bits."""
+@pytest.mark.parametrize("value", [0, 1, "top"])
+def test_eq_mask64_and_popcount64(dtype, value):
+    """Bit j of eq_mask64(arr, s, v) is arr[s + j] == v, at every offset (unaligned loads too),
+    for none, some and all of the 64 elements equal to v (0, 1, the top bit alone); popcount64
+    counts its bits."""
+    top = dtype(1) << dtype(np.dtype(dtype).itemsize * 8 - 1)
+    v = top if value == "top" else dtype(value)
     rng = np.random.default_rng(6)
-    arr = rng.integers(1, 2 ** 31, 64 * 8, dtype=np.int64).astype(dtype)
-    arr[rng.random(arr.size) < 0.1] = 0
-    arr[64:128] = 0
-    arr[128:192] = dtype(1) << dtype(arr.dtype.itemsize * 8 - 1)    # top bit set, nonzero
+    arr = rng.integers(2, 2 ** 31, 64 * 8, dtype=np.int64).astype(dtype)
+    arr[rng.random(arr.size) < 0.1] = v
+    arr[rng.random(arr.size) < 0.1] = dtype(0) if v != 0 else dtype(1)
+    arr[64:128] = v
+    arr[128:192] = top if v != top else dtype(0)
     starts = np.arange(arr.size - 63)
     out = np.empty(starts.size, np.uint64)
     cnt = np.empty(starts.size, np.uint64)
-    _masks(arr, starts, out, cnt)
-    z = arr == 0
+    _masks(arr, starts, v, out, cnt)
+    z = arr == v
     want = [sum(1 << j for j in range(64) if z[s + j]) for s in starts]
-    assert [int(v) for v in out] == want
-    assert [int(v) for v in cnt] == [bin(w).count("1") for w in want]
+    assert [int(m) for m in out] == want
+    assert [int(m) for m in cnt] == [bin(w).count("1") for w in want]
     assert want[64] == (1 << 64) - 1 and want[128] == 0
 
 
