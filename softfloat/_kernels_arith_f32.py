@@ -36,13 +36,14 @@ results of the first two kinds with their flags, and gives the rest, the SCALAR 
 scalar op, which ends in round_value.
 
 Until 2026-11-29 every special element was marked, by the proxy +0, which exact zero results
-share, so that those were settled as well (a zero divisor's or factor's result, an Inf divisor's).
-Measured on Zen 4 (fp16, 4M elements, one thread, fresh processes, before -> after): sf.div on
-gradient-like data 6.7-8.0 -> 4.6 ms, all-subnormal 5.8-6.1 -> 4.5-4.6, overflow-heavy 6.3-6.4
--> 4.5, N(0,1) 3.8-3.9 -> 4.0; sf.add overflow-heavy 4.4 -> 3.7-3.8; the AVX2 code path: sf.div
-8.2-8.3 -> 5.3, 6.6 -> 4.7-4.8 and 8.1-8.2 -> 5.3-5.4 on those three.  The cost: N(0,1) data
-with 1% NaN/Inf, whose quiet NaNs now send every block of the rounding to its later pass, took
-4.5 -> 4.85-4.9 ms for sf.add and sf.mul on the AVX2 code path (AVX-512: 4.1-4.3 -> 3.9-4.2).
+share, so that those were settled as well (a zero divisor's or factor's result, an Inf
+divisor's).  Measured on Zen 4 (fp16, 4M elements, one thread, fresh processes, before ->
+after): sf.div on gradient-like data 6.7-8.0 -> 4.6 ms, all-subnormal 5.8-6.1 -> 4.5-4.6,
+overflow-heavy 6.3-6.4 -> 4.5, N(0,1) 3.8-3.9 -> 4.0; sf.add overflow-heavy 4.3-4.4 ->
+3.9-4.0; the AVX2 code path: sf.div 8.2-8.3 -> 5.3, 6.6 -> 4.7-4.8 and 8.1-8.2 -> 5.3-5.4 on
+those three.  The cost: N(0,1) data with 1% NaN/Inf, whose quiet NaNs now send every block of
+the rounding to its later pass, took 4.5 -> 4.85-4.9 ms for sf.add and sf.mul on the AVX2 code
+path (AVX-512: 4.1-4.3 -> 4.1-4.2).
 
 Imports numpy, numba and softfloat's kernel modules only.
 """
