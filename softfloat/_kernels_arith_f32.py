@@ -30,7 +30,8 @@ marked: the proxy is the marker MARK32 / MARK64, the NaN pattern with every payl
 other proxy takes it): every special element when flags are counted (an invalid operation's
 INVALID and x / 0's DIVBYZERO are not the rounding's) and in a division into the other formats
 (x / 0 there is not the rounding of an infinity), and on route A what float32 cannot settle
-(overflow of an intermediate, error terms float32 cannot hold: rare on every data class).  In a
+(overflow of an intermediate, error terms float32 cannot hold: rare on every data class); the
+first two kinds are turned into the marker by ``_remark`` before the rounding.  In a
 chunk that holds a marked element, ``_marked`` finds them (64 elements at a time), writes the
 results of the first two kinds with their flags, and gives the rest, the SCALAR kind, to the
 scalar op, which ends in round_value.
@@ -60,7 +61,7 @@ from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, MARK32, NAN, OK, SCALAR, kind_
                          value64)
 from ._driver import INNER, add_flag_counts, launch, record
 from ._intrinsics import eq32, eq_mask64, popcount64, sel32
-from ._lanes import vcount, vmerge, vshr
+from ._lanes import vand, vcount, veq, vgt, vmerge, vshr
 from ._primitives import F32_QNAN, F32_SIGN, F64_ABS, U64_0, bit_length
 from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
 from .rng import random_bits
@@ -89,33 +90,46 @@ MARK64 = F64_ABS
 
 
 @njit(cache=True, error_model="numpy")
-def _lean_a(op, xs, ys, zs, buf, rdn, mark):
-    """buf[j] = RO24 pattern of element j's exact result, its special value, or MARK32 where it
-    is marked: SCALAR (lean32's MARK32), and with ``mark`` every special element.  mark is a
-    literal at every call (a loop for each value; with a run-time boolean in the loop sf.div's
-    proxy loop took 0.58 ns an element against 0.43, one thread, AVX-512, 16K elements).
-    Returns whether any element is special (a boolean: a 64-bit counter would halve the SIMD
-    width of the loop); _marked then looks for the marked ones."""
+def _lean_a(op, xs, ys, zs, buf, rdn):
+    """buf[j] = RO24 pattern of element j's exact result, its special value, or MARK32 (route
+    A's SCALAR kind, lean32's).  Returns whether any element is special (a boolean: a 64-bit
+    counter would halve the SIMD width of the loop)."""
     anymark = False
     for j in range(buf.size):
         v, ok = lean32(op, xs[j], ys[j], zs[j], rdn)
-        buf[j] = sel32(ok, v, MARK32) if mark else v
+        buf[j] = v
         anymark |= not ok
     return anymark
 
 
 @njit(cache=True, error_model="numpy")
-def _lean_b(op, xs, ys, zs, vbuf, rdn, mark):
-    """vbuf[j] = float64 pattern of RO53 of element j's exact result, its special value, or
-    MARK64 where it is marked (as _lean_a; value64 is exact for every float32 operand: no
-    SCALAR kind); returns whether any element is special."""
+def _lean_b(op, xs, ys, zs, vbuf, rdn):
+    """vbuf[j] = float64 pattern of RO53 of element j's exact result or its special value
+    (value64 is exact for every float32 operand: no SCALAR kind); returns whether any element
+    is special."""
     anymark = False
     for j in range(vbuf.size):
         v, ok = value64(op, np.float64(xs[j]), np.float64(ys[j]), np.float64(zs[j]), rdn)
-        vb = np.float64(v).view(np.uint64)
-        vbuf[j] = (vb if ok else MARK64) if mark else vb
+        vbuf[j] = np.float64(v).view(np.uint64)
         anymark |= not ok
     return anymark
+
+
+@njit(cache=True, error_model="numpy")
+def _remark(op, xs, ys, buf, k):
+    """Where every special element is to be marked (with flags; a division into a format whose
+    x / 0 is not the rounding of an infinity): the special values in buf, of either lane width,
+    become the marker (the lane's NaN with every payload bit set, k.abs_): every NaN (no OK
+    proxy is one) and, in a division, an infinity of a finite dividend and a zero divisor.  A
+    pass of its own over the chunks that hold a special element, in place of a second variant
+    of the proxy loops (each cost the first call of an operation 1.5-1.7 s of compile time)."""
+    for j in range(buf.size):
+        p = buf[j]
+        a = vand(p, k.abs_)
+        special = vgt(a, k.inf)
+        if op == DIV:
+            special |= veq(a, k.inf) & (ys[j] == np.float32(0)) & np.isfinite(xs[j])
+        buf[j] = vmerge(special, k.abs_, p, k.ones, k.lane0)
 
 
 # ----- the rounding of the proxies: sf.round's vectorised kernel -------------------------------
@@ -381,26 +395,24 @@ def _op_chunk(op, route_a, k, lo, hi, c, a, sa, b, sb, cc, sc, ob, counts):
     # steps 1 and 2 (route_a is a literal: Numba prunes the other branch before typing, so buf
     # has one type, uint32 patterns on route A and uint64 float64 values on route B)
     # every special element is marked when flags are counted, and in a division into a format
-    # whose x / 0 is not the rounding of an infinity (not ieee, or saturating); the proxy loops
-    # take it as a literal
+    # whose x / 0 is not the rounding of an infinity (not ieee, or saturating)
     mark = k.want_flags | ((op == DIV) & ((k.inf_nan != 0) | (k.saturate != 0)))
     rdn = k.mode == RDN
     if route_a:
         buf = np.empty(n, np.uint32)
-        if mark:
-            anymark = _lean_a(op, xs, ys, zs, buf, rdn, True)
-        else:
-            anymark = _lean_a(op, xs, ys, zs, buf, rdn, False)
-        late = _round_a(RV.RoundVec(*k), buf, os, base, c, counts)
+        anymark = _lean_a(op, xs, ys, zs, buf, rdn)
     else:
         # value64 is exact for every float32 operand (no SCALAR kind): _settle settles every
         # marked element here
         buf = np.empty(n, np.uint64)
-        if mark:
-            anymark = _lean_b(op, xs, ys, zs, buf, rdn, True)
-        else:
-            anymark = _lean_b(op, xs, ys, zs, buf, rdn, False)
-        late = _round_b(RV.RoundVec(*k), buf, os, base, c, counts)
+        anymark = _lean_b(op, xs, ys, zs, buf, rdn)
+    kv = RV.RoundVec(*k)
+    if anymark and mark:
+        _remark(op, xs, ys, buf, kv)
+    if route_a:
+        late = _round_a(kv, buf, os, base, c, counts)
+    else:
+        late = _round_b(kv, buf, os, base, c, counts)
     if late:
         _late(op, k, xs, ys, zs, os, base, counts, c)
     if anymark:
