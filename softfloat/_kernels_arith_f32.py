@@ -26,7 +26,7 @@ a NaN result (a NaN operand, an invalid operation) as the quiet NaN, which the r
 every format as the scalar ops do; x / 0 (13% of sf.div's elements on gradient-like fp16 data,
 whose flushed divisors are zeros) as the infinity of its sign, which the rounding keeps in the
 ieee formats without saturation.  That settles them when flags are not counted.  The others are
-marked: the proxy is the marker MARK32 / MARK64, the NaN pattern with every payload bit set (no
+marked: the proxy is the marker, the NaN pattern with every payload bit set in its lane width (no
 other proxy takes it): every special element when flags are counted (an invalid operation's
 INVALID and x / 0's DIVBYZERO are not the rounding's) and in a division into the other formats
 (x / 0 there is not the rounding of an infinity), and on route A what float32 cannot settle
@@ -62,7 +62,7 @@ from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, MARK32, NAN, OK, SCALAR, kind_
 from ._driver import INNER, add_flag_counts, launch, record
 from ._intrinsics import eq32, eq_mask64, popcount64, sel32
 from ._lanes import vand, vcount, veq, vgt, vmerge, vshr
-from ._primitives import F32_QNAN, F32_SIGN, F64_ABS, U64_0, bit_length
+from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
 from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
 from .rng import random_bits
 
@@ -83,10 +83,6 @@ _DIVBYZERO_ROW = DIVBYZERO.bit_length() - 1
 # uint8 kind array written by these loops cost 35% of their time (fp16 values of N(0,1), one
 # thread, AVX-512: sf.mul's loop 0.49 ns per element with it, 0.32 without; sf.add's 0.43 and
 # 0.32).
-
-#: The marker of route B's proxies, as MARK32 (softfloat._arith_f32) is route A's: the NaN with
-#: every payload bit set.
-MARK64 = F64_ABS
 
 
 @njit(cache=True, error_model="numpy")
