@@ -61,7 +61,7 @@ from ._arith_f32 import (DIV_BY_ZERO, INVALID_OP, MARK32, NAN, OK, SCALAR, kind_
                          value64)
 from ._driver import INNER, add_flag_counts, launch, record
 from ._intrinsics import eq32, eq_mask64, popcount64, sel32
-from ._lanes import vand, vcount, veq, vgt, vmerge, vshr
+from ._lanes import vand, vcount, veq, vgt, vmerge
 from ._primitives import F32_QNAN, F32_SIGN, U64_0, bit_length
 from ._roundpack import DIVBYZERO, INVALID, RDN, SR, format_params_of
 from .rng import random_bits
@@ -373,9 +373,9 @@ def _marked(op, xs, ys, zs, buf, os, fp, mode, rbits, key, base, want_flags, cou
 def _settle_marked(op, k, xs, ys, zs, buf, os, base, counts, c):
     """A chunk holding a marked element, after its rounding: _marked (buf: the proxies, of
     either route, in the lane type of the record k; the marker is its NaN with every payload
-    bit set, ones >> 1)."""
+    bit set, k.abs_, as _remark writes it)."""
     _marked(op, xs, ys, zs, buf, os, format_params_of(k), k.mode, k.rbits, k.key, base,
-            k.want_flags, counts, c, vshr(k.ones, k.lane1), k.ones, k.lane0)
+            k.want_flags, counts, c, k.abs_, k.ones, k.lane0)
 
 
 @njit(cache=True, error_model="numpy", inline="always")
