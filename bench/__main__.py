@@ -4,7 +4,8 @@ Each module ``bench/bench_*.py`` exposes ``run() -> list[dict]`` with rows holdi
 ``name``, ``seconds``, ``baseline`` (the name of the baseline row it is compared with, or None)
 and ``ratio`` (seconds / baseline seconds: a time ratio, lower is faster; rows may add ``speed``,
 its inverse, where an issue states a target as a fraction of the baseline's speed).
-Timings are never asserted anywhere: this only prints.
+Timings are never asserted anywhere: this only prints.  After the last module it prints how
+many rows hold issue #13's and #14's bars and which do not (bench/bars.py).
 Usage: python -m bench [module-substring ...]
 """
 
@@ -24,6 +25,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import bench  # noqa: E402
+from bench import bars  # noqa: E402
 
 
 def _fmt(row: dict) -> str:
@@ -41,14 +43,19 @@ def main(argv=None) -> int:
                    if m.name.startswith("bench_"))
     if wanted:
         names = [n for n in names if any(w in n for w in wanted)]
+    timed = []
     for name in names:
         mod = importlib.import_module(f"bench.{name}")
         print(f"\n== {name} ==", flush=True)
         t0 = time.perf_counter()
         for row in mod.run():
             print(_fmt(row), flush=True)
+            timed.append(row)
         print(f"  ({time.perf_counter() - t0:.1f} s)", flush=True)
         time.sleep(0.5)  # let thread pools of different libraries go idle between modules
+    print("\n== bars (issues #13 and #14, bench/bars.py) ==")
+    for line in bars.summary(timed):
+        print(f"  {line}")
     return 0
 
 
