@@ -77,6 +77,12 @@ Pass 1x (``_lean_ext``), only when flags are not counted, in formats with subnor
   Elements _grid_low leaves to round_value (SR with r >= 32 in 32-bit lanes, see pass 4) and
   negative inputs of unsigned formats stay marked.  Without the extension (flags counted, FTZ
   formats, the other modes when neither the add nor the linear grid applies) pass 2 follows.
+Pass 1x with flags (``_lean_ext_flags``), in RNE where the carrier add applies (low_magic;
+  not stochastic rounding): pass 1x's results with _finish's flags (below 2^emin inexact iff
+  the carrier add's result differs from |x|, underflow iff inexact and pass 1's rounding at
+  bit d, ru for a normal input, is below 2^emin; Inf and NaN their per-call flags), negative
+  inputs of unsigned formats left to pass 2.  It counts the flags of the elements it settles
+  that pass 1 had marked (or of every element, dense), as pass 2 would.
 Pass 2 (``_common``), the marked elements, still vectorised, all cases but one: ru at bit d for
   normal inputs and at bit d - 1 for subnormal ones when the format's emin is the input's
   (below, the unbounded p-bit rounding bit varies: pass 3), rg, flags and specials as below.
@@ -461,6 +467,36 @@ def _lean_ext(b, U, P, is_sr):
     out = vsel(vgt(a, P.inf), nan, out)
     special = negbad | slow
     return vsel(special, P.slow, out), special
+
+
+@njit(cache=True, inline="always")
+def _lean_ext_flags(b, U, P, is_sr):
+    """Pass 1x with flags (round to nearest even where the carrier add applies, low_magic):
+    (pattern, flag bits, left) of any input pattern b, the flags as _finish gives them.  Below
+    2^emin the result is the carrier add's rg = (|x| + C) - C (see _lean_ext), inexact iff rg
+    differs from |x|, and underflow iff inexact and tiny: ru < 2^emin, ru the rounding to p
+    bits with an unbounded exponent, which is pass 1's rounding at bit d (rn) for a normal
+    input; a carrier-subnormal input lies far below 2^emin where both are tiny (low_magic
+    needs emin above the input's).  From 2^emin up: pass 1's rounding and its inexact and
+    overflow; Inf and NaN: their per-call results and flags (as _finish); left: negative
+    inputs of unsigned formats (pass 2's).  A zero rounds to itself, exactly (no flag), as in
+    pass 1."""
+    a, sgn, neg, rn, inex, negbad, ovf = _lean_round(b, U, P, is_sr)
+    zero = P.lane0
+    small = vlt(a, P.tinybits)
+    rg = vmagic(a, P.cmagic)
+    inexg = vne(rg, a)
+    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, vsel(small, rg, rn)))
+    fl = vsel((small & inexg) | ((not small) & inex), P.f_inex, zero)
+    fl = vor(fl, vsel(small & inexg & vlt(rn, P.tinybits), P.f_under, zero))
+    fl = vsel(ovf, vor(P.f_over, P.f_inex), fl)
+    isinf = veq(a, P.inf)
+    out = vsel(isinf, vsel(neg, P.inf_neg, P.inf_pos), out)
+    fl = vsel(isinf, vsel(neg, P.inf_fl_neg, P.inf_fl_pos), fl)
+    isnan = vgt(a, P.inf)
+    out = vsel(isnan, _nan_of(a, sgn, P), out)
+    fl = vsel(isnan, P.nan_fl, fl)
+    return vsel(negbad, P.slow, out), fl, negbad
 
 
 @njit(cache=True, inline="always")
@@ -885,6 +921,7 @@ def _lean_ext_fl(x, U, P, is_sr):
 
 
 _settle_pass1 = _later_pass(_lean_ext_fl, "Pass 1x (only without flags: it counts none).", True)
+_settle_pass1f = _later_pass(_lean_ext_flags, "Pass 1x with flags (_lean_ext_flags).")
 _settle_pass2 = _later_pass(_common, "Pass 2 (_common).", rewrite_unflagged=True)
 _settle_pass3 = _later_pass(_full, "Pass 3 (_full), the marked elements only (every False).")
 
@@ -939,15 +976,17 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
     marked = _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, b_first, nprobe)
     if marked and special:
         marked = _special_pass(k, xs, os, left, b_first, nprobe)
-    # without flags, pass 1x comes before pass 2 where it rounds below 2^emin
+    # without flags, pass 1x comes before pass 2 where it rounds below 2^emin; with flags,
+    # pass 1x with flags where the carrier add rounds there (RNE; not stochastic rounding)
     ext = (not want_flags) and k.lean_lo == 0
+    extf = want_flags and (not is_sr) and k.low_magic
     # Dense: where pass 1 and then a later pass over the blocks holding marks would cost more
     # than the later pass over every block.  Pass 1x costs about 1.4x pass 1 an element (AVX2
     # path, in cache: 0.55-0.60 against 0.43 ns), so from about 30% of the blocks marked: more
     # than a quarter of the probe (2 of 4 blocks); pass 2 costs more, from more than a half.
     # (With more than a half for pass 1x too, fp16 rne of N(0,1) data with 0.33% NaN, NaN in
     # 57% of the blocks, went dense in 42% of the chunks.)
-    dense = (4 * marked > nprobe) if ext else (2 * marked > nprobe)
+    dense = (4 * marked > nprobe) if ext or extf else (2 * marked > nprobe)
     if not dense:
         marked = _lean_pass(k, xs, os, base, counts, c, is_sr, want_flags, left, nprobe, nb)
         if marked and special:
@@ -970,6 +1009,12 @@ def _chunk_passes(k, xs, os, base, counts, c, is_sr, want_flags):
         if dense:
             _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, dense, nprobe, nb)
         _settle_pass1(k, xs, os, base, counts, c, is_sr, False, left, marked_only, b_first, upto)
+        upto = nb
+    elif extf:
+        if dense:
+            _settle_pass1f(k, xs, os, base, counts, c, False, True, left, dense, nprobe, nb)
+        _settle_pass1f(k, xs, os, base, counts, c, False, True, left, marked_only, b_first,
+                       upto)
         upto = nb
     elif dense:
         _settle_pass2(k, xs, os, base, counts, c, is_sr, want_flags, left, dense, nprobe, nb)
