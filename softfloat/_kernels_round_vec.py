@@ -846,14 +846,8 @@ def _later_pass(elem, doc, rewrite=False, rewrite_unflagged=False):
     same pattern), or with rewrite_unflagged where want_flags is False (pass 2, a literal
     want_flags there: it settles every element pass 1 or 1x settles, to the same pattern;
     flags counted, it must count only the elements left to it), every element of a block it
-    visits is stored, without reading os first, and every element it leaves is marked.  That
-    can mark a zero that pass 1 had settled, with stochastic rounding of 32 or more random bits
-    only (pass 1x and pass 2 leave a zero to round_value when the top 8 random bits are all
-    ones; _common's other case, a format whose emin is below the input's, holds no zero-having
-    format: 8 exponent bits give emin = -126, and wider ones take 64-bit lanes); the later
-    passes settle it again, to the same zero, with no flag (tests/test_round_vec.py: sr_bits
-    40 on data with zeros).
-    the other passes store only the marked ones (``todo``), reading os to find them, and in a
+    visits is stored, without reading os first, and every element it leaves is marked; the
+    other passes store only the marked ones (``todo``), reading os to find them, and in a
     dense chunk (``every``) that read the whole output, fresh pages, from memory for nothing.
     Measured on e4m3fn rne of 16M N(0,1) elements (1.25% of them below 2^emin = 2^-6, in 96%
     of the 256-element blocks: dense), AVX2 path of a Zen 4 host, 2026-11-29: into a
@@ -861,6 +855,12 @@ def _later_pass(elem, doc, rewrite=False, rewrite_unflagged=False):
     0.39-0.50 on two; sf.round itself, two threads, with _lean_ext's leaner loop too, in one
     process alternating with the code before: 0.76-0.78 -> 0.63-0.66 ns (1.9-2.1x -> 1.6-1.8x
     a copy), fp16 of gradient-like data 0.72 -> 0.61-0.63.
+    Marking every element left can mark a zero that pass 1 had settled, with stochastic
+    rounding of 32 or more random bits only (pass 1x and pass 2 leave a zero to round_value
+    when the top 8 random bits are all ones; _common's other case, a format whose emin is
+    below the input's, holds no zero-having format: 8 exponent bits give emin = -126, and
+    wider ones take 64-bit lanes); the later passes settle it again, to the same zero, with no
+    flag (tests/test_round_vec.py: sr_bits 40 on data with zeros).
     Not cached itself: its callers (_vec_chunk, the arithmetic's _round_a / _round_b) are, and
     a cached function holds the code of what it calls (a closure's own cache entry would be
     keyed by the pickled closure, never found again)."""
