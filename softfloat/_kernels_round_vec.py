@@ -461,12 +461,21 @@ def _lean_ext(b, U, P, is_sr):
         lim = P.tinybits if P.low_magic else P.lane0
         rn = vsel(vlt(a, lim), vmagic(a, P.cmagic), rn)
         slow = False
-    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn))
-    out = vsel(veq(a, P.inf), vsel(neg, P.inf_neg, P.inf_pos), out)
-    nan = _nan_of(a, sgn, P)
-    out = vsel(vgt(a, P.inf), nan, out)
+    out, _, _ = _ext_out(a, sgn, neg, rn, ovf, P)
     special = negbad | slow
     return vsel(special, P.slow, out), special
+
+
+@njit(cache=True, inline="always")
+def _ext_out(a, sgn, neg, rn, ovf, P):
+    """(pattern, isinf, isnan) of pass 1x's two element functions: the rounding rn of the
+    magnitude a with the sign bit sgn, the overflow result where ovf, Inf's and NaN's per-call
+    results (round_value's)."""
+    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, rn))
+    isinf = veq(a, P.inf)
+    out = vsel(isinf, vsel(neg, P.inf_neg, P.inf_pos), out)
+    isnan = vgt(a, P.inf)
+    return vsel(isnan, _nan_of(a, sgn, P), out), isinf, isnan
 
 
 @njit(cache=True, inline="always")
@@ -486,15 +495,11 @@ def _lean_ext_flags(b, U, P, is_sr):
     small = vlt(a, P.tinybits)
     rg = vmagic(a, P.cmagic)
     inexg = vne(rg, a)
-    out = vsel(ovf, vsel(neg, P.ovn, P.ovp), vor(sgn, vsel(small, rg, rn)))
+    out, isinf, isnan = _ext_out(a, sgn, neg, vsel(small, rg, rn), ovf, P)
     fl = vsel((small & inexg) | ((not small) & inex), P.f_inex, zero)
     fl = vor(fl, vsel(small & inexg & vlt(rn, P.tinybits), P.f_under, zero))
     fl = vsel(ovf, vor(P.f_over, P.f_inex), fl)
-    isinf = veq(a, P.inf)
-    out = vsel(isinf, vsel(neg, P.inf_neg, P.inf_pos), out)
     fl = vsel(isinf, vsel(neg, P.inf_fl_neg, P.inf_fl_pos), fl)
-    isnan = vgt(a, P.inf)
-    out = vsel(isnan, _nan_of(a, sgn, P), out)
     fl = vsel(isnan, P.nan_fl, fl)
     return vsel(negbad, P.slow, out), fl, negbad
 
@@ -746,9 +751,10 @@ def _out_mark_impl(os):
 # ----- the passes over a chunk ---------------------------------------------------------------
 # A chunk is processed in blocks of BLOCK elements.  Pass 1 (lean) marks elements; a later pass
 # runs only on the blocks still holding marked elements (so a few specials cost a few blocks,
-# not the chunk) and rewrites only the marked ones.  When most of the first PROBE blocks hold
-# marks (gradient-like or NaN-sprinkled data), pass 1 is skipped for the rest of the chunk and
-# pass 2 computes every element ("all").  Every pass counts the flags of the elements it
+# not the chunk) and rewrites the marked ones (without flags every element of those blocks,
+# see _later_pass).  When enough of the first PROBE blocks hold marks (gradient-like or
+# NaN-sprinkled data; see _chunk_passes), pass 1 is skipped for the rest of the chunk and the
+# later pass computes every element ("every").  Every pass counts the flags of the elements it
 # settles, so the counts do not depend on these choices, nor do the results.
 
 #: Elements per block: 2^8 (16 zmm vectors of float32 patterns), 64 blocks per chunk.
@@ -839,14 +845,14 @@ def _special_pass(k, xs, os, left, b0, b1):
 # time).  Each runs over the blocks [b0, b1) of a chunk: with ``every`` every element of every
 # block, else the marked elements of the blocks that hold some; left[b] = how many stay marked.
 
-def _later_pass(elem, doc, rewrite=False, rewrite_unflagged=False):
+def _later_pass(elem, doc, rewrite=False):
     """The later pass whose element function is elem(x, U, P, is_sr) -> (result, flag bits,
     left), a Numba function (the closure's constant, inlined into the loop like any global).
-    With rewrite (pass 1x: it counts no flags, and settles every element pass 1 settles, to the
-    same pattern), or with rewrite_unflagged where want_flags is False (pass 2, a literal
-    want_flags there: it settles every element pass 1 or 1x settles, to the same pattern;
-    flags counted, it must count only the elements left to it), every element of a block it
-    visits is stored, without reading os first, and every element it leaves is marked; the
+    With rewrite, where want_flags is False (always in pass 1x; pass 2 has it as a literal),
+    the pass settles every element an earlier pass settled, to the same pattern, and counts
+    nothing (with flags it must count only the elements left to it), so every element of a
+    block it visits is stored, without reading os first, and every element it leaves is
+    marked; the
     other passes store only the marked ones (``todo``), reading os to find them, and in a
     dense chunk (``every``) that read the whole output, fresh pages, from memory for nothing.
     Measured on e4m3fn rne of 16M N(0,1) elements (1.25% of them below 2^emin = 2^-6, in 96%
@@ -887,7 +893,7 @@ def _later_pass(elem, doc, rewrite=False, rewrite_unflagged=False):
                     U = vtop(mix(k.key, w), zero) if is_sr else zero
                     w += WEYL_STEP
                     o, fl, lj = elem(xsb[j], U, P, is_sr)
-                    if rewrite or (rewrite_unflagged and not want_flags):
+                    if rewrite and not want_flags:
                         osb[j] = vsel(lj, mark, to_out(o, osb))
                         n_left = vadd(n_left, vsel(lj, P.lane1, zero))
                     else:
@@ -895,7 +901,7 @@ def _later_pass(elem, doc, rewrite=False, rewrite_unflagged=False):
                         todo = True if every else osb[j] == mark
                         osb[j] = vsel(todo & (not lj), to_out(o, osb), vsel(todo, mark, osb[j]))
                         n_left = vadd(n_left, vsel(todo & lj, P.lane1, zero))
-                    if want_flags and not rewrite:          # (want_flags: never pass 1x)
+                    if want_flags:
                         fl = vsel(todo & (not lj), fl, zero)
                         n_inex = vadd(n_inex, _bit(fl, P.f_inex, P))
                         n_under = vadd(n_under, _bit(fl, P.f_under, P))
@@ -922,7 +928,7 @@ def _lean_ext_fl(x, U, P, is_sr):
 
 _settle_pass1 = _later_pass(_lean_ext_fl, "Pass 1x (only without flags: it counts none).", True)
 _settle_pass1f = _later_pass(_lean_ext_flags, "Pass 1x with flags (_lean_ext_flags).")
-_settle_pass2 = _later_pass(_common, "Pass 2 (_common).", rewrite_unflagged=True)
+_settle_pass2 = _later_pass(_common, "Pass 2 (_common).", True)
 _settle_pass3 = _later_pass(_full, "Pass 3 (_full), the marked elements only (every False).")
 
 
