@@ -411,3 +411,86 @@ def test_lane_operations_agree_with_numpy_in_both_widths():
         for i, v in enumerate([xs < ys, xs <= ys, xs > ys, xs >= ys, xs == ys, xs != ys]):
             assert np.array_equal(cmp[:, i], v), (w, i)
         assert int(n) == int(np.sum(xs <= ys)), w
+
+
+# ----- the narrowing of 64-bit lane results into float32 carriers ----------------------------
+
+def _widen_exact(p32):
+    """float64 patterns of float32 patterns, exactly (numpy's conversion quiets a signalling
+    NaN; here its payload goes to the top fraction bits unchanged)."""
+    p32 = np.asarray(p32, np.uint32).astype(np.uint64)
+    v = p32.astype(np.uint32).view(np.float32).astype(np.float64).view(np.uint64)
+    nan = (p32 & 0x7F800000) == 0x7F800000
+    nan &= (p32 & 0x007FFFFF) != 0
+    v[nan] = ((p32[nan] & 0x80000000) << 32) | (0x7FF << 52) | ((p32[nan] & 0x007FFFFF) << 29)
+    return v
+
+
+def test_narrow_bits_on_every_float32():
+    """narrow_bits gives back every float32 pattern from its float64 widening: normals,
+    subnormals (the 2^149 scaling path), +-0, +-Inf and every NaN, signalling ones included;
+    and a NaN's fraction bits below the top 23 are dropped."""
+    from numba import njit
+
+    @njit(cache=False)
+    def mismatches(lo, hi, bad):
+        nb = 0
+        for i in range(lo, hi):
+            p32 = np.uint32(i)
+            if (p32 & np.uint32(0x7F800000)) == np.uint32(0x7F800000) and \
+                    (p32 & np.uint32(0x007FFFFF)) != np.uint32(0):
+                p64 = (np.uint64(p32 & np.uint32(0x80000000)) << np.uint64(32)) | \
+                    np.uint64(0x7FF0000000000000) | \
+                    (np.uint64(p32 & np.uint32(0x007FFFFF)) << np.uint64(29))
+            else:
+                p64 = np.float64(p32.view(np.float32)).view(np.uint64)
+            if KV.narrow_bits(p64) != p32:
+                if nb < bad.size:
+                    bad[nb] = i
+                nb += 1
+        return nb
+
+    bad = np.zeros(8, np.int64)
+    assert mismatches(0, 1 << 32, bad) == 0, [hex(b) for b in bad]
+    rng = np.random.default_rng(3)
+    p32 = (rng.integers(0, 1 << 23, 1000, dtype=np.uint64) | 0x7F800001).astype(np.uint32)
+    p32 |= (rng.integers(0, 2, 1000) << 31).astype(np.uint32)
+    low = rng.integers(1, 1 << 29, 1000, dtype=np.uint64)      # bits the float32 cannot hold
+    got = [int(KV.narrow_bits(np.uint64(p | q))) for p, q in zip(_widen_exact(p32), low)]
+    assert got == [int(p) for p in p32]
+
+
+def test_narrow_block_conversion_equals_narrow_bits():
+    """The later passes' block narrowing by conversion (VecParams.cvt_out) writes the bits of
+    narrow_bits on every value it is used for: +-0, normal float32 values, +-Inf, quiet NaNs
+    with any payload (the top 23 fraction bits kept), the marker; and cvt_out holds exactly for
+    64-bit lanes into a float32 carrier of a format whose nonzero values are all at least
+    2^-126."""
+    from numba import njit
+
+    @njit(cache=False)
+    def both(ws, a, b):
+        KV.narrow_block(ws, a, True)
+        KV.narrow_block(ws, b, False)
+
+    rng = np.random.default_rng(4)
+    n = 20000
+    normal = rng.integers(0x00800000, 0x7F800000, n, dtype=np.uint64).astype(np.uint32)
+    normal |= (rng.integers(0, 2, n) << 31).astype(np.uint32)
+    ws = _widen_exact(normal)
+    qnan = (0x7FF8 << 48) | rng.integers(0, 1 << 51, n, dtype=np.uint64)
+    qnan |= rng.integers(0, 2, n, dtype=np.uint64) << 63
+    specials = np.array([0, 1 << 63, 0x7FF << 52, 0xFFF << 52, (1 << 64) - 1,
+                         0x7FF8 << 48, 0xFFF8 << 48], np.uint64)
+    ws = np.concatenate([ws, qnan, specials])
+    a = np.zeros(ws.size, np.uint32)
+    b = np.ones(ws.size, np.uint32)
+    both(ws, a, b)
+    assert np.array_equal(a, b), np.flatnonzero(a != b)[:5]
+    assert b[-3] == 0xFFFFFFFF                               # the marker stays the marker
+    for name, cvt in [("fp16", True), ("e4m3fn", True), ("e5m2", True), ("fp16_ftz", True),
+                      ("e8m7_ftz", True), ("bf16", False), ("tf32", False), ("e8m0", False),
+                      ("e8m1", False), ("e6m22", True)]:
+        fmt = FORMATS[[f.name for f in FORMATS].index(name)]
+        assert KV.vec_params(fmt, 0, 1, np.uint64).cvt_out is cvt, name
+        assert KV.vec_params(fmt, 0, 1, np.uint32).cvt_out is False, name
