@@ -1248,13 +1248,14 @@ def round_vec(xb, ob, fmt, mode, key, base, rbits, want_flags, counts):
         resume = np.empty(nc, np.int64)
         launch(vec_static(_LEAN_RECORDS[pair], fmt, int(mode), int(rbits), lane), dyn,
                xb.size, xb, ob, counts, resume)
-        if resume.max() < 0:
+        # (one chunk: the element itself; numpy's reductions cost a small call ~1 us each)
+        if (resume[0] if nc == 1 else resume.max()) < 0:
             return
         _FULL_LAUNCHED.add((pair, lane))
     # late[c]: whether chunk c left elements to passes 3 and 4
     late = np.empty(nc, np.bool_)
     launch(vec_static(_ROUND_RECORDS[pair], fmt, int(mode), int(rbits), lane), dyn, xb.size,
            xb, ob, counts, resume, late)
-    if late.any():
+    if late[0] if nc == 1 else late.any():
         launch(vec_static(RoundVecLate, fmt, int(mode), int(rbits), lane), dyn, xb.size, xb,
                ob, counts, late)

@@ -132,20 +132,22 @@ def check_mode(mode) -> Mode:
 #: fp16/bf16/fp8 leaves at most 23 - 2 = 21 bits), and p + 24 + 2 <= 53 for p <= 27 keeps the
 #: round-to-odd intermediate of the arithmetic exact enough (see softfloat/_arith.py).
 DEFAULT_SR_BITS = 24
+#: The key of the deterministic modes (unused by them; a numpy scalar is immutable).
+_KEY0 = np.uint64(0)
 
 
 def check_sr(mode: Mode, seed, sr_bits, max_bits: int = 62):
     """Validate seed / sr_bits; returns (key uint64, rbits int).  Both belong to stochastic
     rounding: with a deterministic mode either one is a ValueError (a seed there would be
     silently ignored, so its presence is most likely a mistake)."""
-    from .rng import seed_key
     if mode != Mode.SR:
         for what, val in (("seed", seed), ("sr_bits", sr_bits)):
             if val is not None:
                 raise ValueError(
                     f"{what}= is only used by mode 'sr' (stochastic rounding); mode "
                     f"{mode.short!r} is deterministic: drop {what}= or use mode='sr'")
-        return np.uint64(0), 1
+        return _KEY0, 1
+    from .rng import seed_key          # (on use: this module imports no Numba code)
     if seed is None:
         raise ValueError("mode 'sr' (stochastic rounding) needs seed=<int>: results are "
                          "reproducible functions of (seed, element index)")
