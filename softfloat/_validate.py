@@ -24,6 +24,10 @@ from .flags import Flags
 from .formats import Format, get_format
 from .modes import Mode, parse_mode
 
+#: The native float dtypes (a dtype compares with a dtype faster than with a type).
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
 _MAX_EXACT_INT = 1 << 53  # every int of magnitude <= 2^53 is exact in float64
 
 _ACCEPTED = ("pass a real floating-point array (float16, float32 or float64), an integer array, "
@@ -74,6 +78,8 @@ def as_input_array(x, name: str = "x", *, exact_ints: bool = True) -> np.ndarray
     """Return ``x`` as a native-endian, C-contiguous array of float32 or float64 (values
     unchanged) or, for integers beyond 2^53 when ``exact_ints``, int64/uint64.  See the module
     docstring for what is accepted."""
+    if type(x) is np.ndarray and (x.dtype == F32 or x.dtype == F64) and x.flags.c_contiguous:
+        return x                      # what the last line gives it, without the checks
     if isinstance(x, (bool, np.bool_)):
         raise TypeError(f"{name}: bool is not accepted; {_ACCEPTED}")
     if isinstance(x, complex):

@@ -24,6 +24,8 @@ from . import _kernels_arith as K
 from ._driver import flag_table
 from ._lazy import is_dask_array, map_elementwise
 from ._validate import (
+    F32,
+    F64,
     as_float_array,
     check_flags,
     check_format,
@@ -89,14 +91,10 @@ def _lazy(fn, operands, fmt, mode, seed, sr_bits, flags, index_offset):
         list(operands), dtype=fmt.carrier_dtype, index_offset=offset, name=name)
 
 
-_F32 = np.dtype(np.float32)
-_F64 = np.dtype(np.float64)
-
-
 def _operands(names, values):
     """Validate, broadcast; returns (shape, [(flat array, step)])."""
     v0 = values[0]
-    if type(v0) is np.ndarray and (v0.dtype == _F32 or v0.dtype == _F64) and \
+    if type(v0) is np.ndarray and (v0.dtype == F32 or v0.dtype == F64) and \
             v0.flags.c_contiguous and all(type(v) is np.ndarray and v.dtype == v0.dtype
                                           and v.shape == v0.shape and v.flags.c_contiguous
                                           for v in values[1:]):
