@@ -158,6 +158,9 @@ class Format:
             subnormals=int(bool(self.subnormals)), inf_nan=INF_NAN_STYLES[self.inf_nan],
             saturate=int(bool(self.saturate)), signed=int(bool(self.signed)),
             zero=int(bool(self.zero)), width=int(self.bits), maxval=self.max))
+        # (once: every rounding and operation asks for it, a few times a small call)
+        fits = emax <= 127 and emin - m >= -149 and m <= 23
+        object.__setattr__(self, "_carrier", np.dtype(np.float32 if fits else np.float64))
 
     # ----- derived quantities -----------------------------------------------------------
     @property
@@ -221,9 +224,8 @@ class Format:
     @property
     def carrier_dtype(self) -> np.dtype:
         """float32 when every value (and +-Inf/NaN) is exactly a float32: emax <= 127,
-        smallest subnormal >= 2^-149 and p <= 24; otherwise float64."""
-        fits = self.emax <= 127 and self.emin - self.man_bits >= -149 and self.man_bits <= 23
-        return np.dtype(np.float32 if fits else np.float64)
+        smallest subnormal >= 2^-149 and p <= 24; otherwise float64 (computed at creation)."""
+        return self._carrier
 
     @property
     def bits_dtype(self) -> np.dtype:
