@@ -12,10 +12,11 @@ add/mul <= 2, div and sqrt <= 3, fma <= 4).  sqrt's operand is |a|.  Each row al
 softfloat._kernels_arith_f32.kind_counts; the rounding itself is sf.round's vectorised
 kernel), and the first row the CPU the kernels were compiled for (NUMBA_CPU_NAME=haswell times
 the AVX2 code path on an AVX-512 host).  Best of REPEATS = 15 calls after one warm-up call
-(Numba compilation is excluded), baseline and emulation alike, with short idle gaps between
-libraries so the thread pools do not fight over the cores.  (With 5, bf16 add on gradient-like
-data read 2.46x in one `make bench` and 1.86x in a run right after, 2026-11-29: a 4M-element
-call takes about 5 ms, and single calls on the shared 2-core host vary by more than that.)
+(Numba compilation is excluded), baseline and emulation alike, their calls alternating
+(bench.timing.best_interleaved; until 2026-11-29 all of the baseline's calls came first, so a
+burst of load on the shared 2-core host could land on one side only: single ratios varied by
+up to 2x between runs, and with 5 calls bf16 add on gradient-like data read 2.46x in one
+`make bench` and 1.86x in a run right after), a short idle gap between operations.
 
 Then the small tensors of training (the demo MLP's 32 x 64 activations): sf.round, sf.add and
 sf.mul per call (1000 calls per timing), against numpy's own float32 operation per call, where
@@ -32,6 +33,11 @@ import numpy as np
 
 import softfloat as sf
 from softfloat import _kernels_arith_f32 as KV
+
+try:
+    from bench.timing import best_interleaved
+except ImportError:                        # run as a script: bench/ is the path's first entry
+    from timing import best_interleaved
 
 N = 4 * 1024 * 1024
 REPEATS = 15
@@ -105,21 +111,21 @@ def run() -> list[dict]:
             for op in OPS:
                 x = np.abs(a) if op == "sqrt" else a
                 base_name = f"numpy float32 {op} {fmt} {cls}"
-                base = _best(_numpy(op, x, b, c))
+                modes = ("rne", "sr") if op in ("add", "mul") and cls == "N(0,1)" else ("rne",)
+                # the baseline and the emulation's calls alternate (bench.timing)
+                base, *ts = best_interleaved(
+                    [_numpy(op, x, b, c)] + [_sf(op, x, b, c, fmt, m) for m in modes], REPEATS)
                 rows.append({"name": base_name, "seconds": base, "baseline": None,
                              "ratio": None})
-                time.sleep(GAP)
-                for mode in ("rne", "sr") if op in ("add", "mul") and cls == "N(0,1)" \
-                        else ("rne",):
+                for mode, t in zip(modes, ts):
                     kinds = KV.kind_counts(op, x, b, c, fmt, mode)
-                    t = _best(_sf(op, x, b, c, fmt, mode))
                     row = {"name": f"sf.{op} {fmt} {mode} {cls}", "seconds": t,
                            "baseline": base_name, "ratio": t / base,
                            "scalar": f"{kinds[KV.SCALAR] / N:.3%}"}
                     if not rows[0].get("cpu"):
                         rows[0]["cpu"] = _cpu_name()
                     rows.append(row)
-                    time.sleep(GAP)
+                time.sleep(GAP)
     rows += _small_rows(rng)
     return rows
 

@@ -14,7 +14,9 @@ a temporary directory; their baseline is the budget (10 s cold, 1 s cached).
 subnormal, overflow-heavy, 1% NaN/Inf) x fp16/bf16/e4m3fn/e5m2 x rne/sr, each against a copy of
 the same array, and float64 inputs against a float64 copy; its first row names the instruction
 set (softfloat._intrinsics.ISA; time the AVX2 path of an AVX-512 host with
-``NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d)``).
+``NUMBA_CPU_NAME=haswell NUMBA_CACHE_DIR=$(mktemp -d)``).  There each row's copy and
+conversion calls alternate (bench.timing.best_interleaved; until 2026-11-29 all of the copy's
+calls came first).
 
 Run as a script to print the table: ``python bench/bench_round.py [n_elements]``.
 """
@@ -28,6 +30,11 @@ import tempfile
 import time
 
 import numpy as np
+
+try:
+    from bench.timing import best_interleaved
+except ImportError:                        # run as a script: bench/ is the path's first entry
+    from timing import best_interleaved
 
 N = 1 << 24
 GAP = 0.5          # seconds of idle between libraries
@@ -129,17 +136,21 @@ def issue13_rows(n: int = N, n64: int = N // 4) -> list[dict]:
 
     rows = [dict(name=f"sf.round rows compiled for {ISA}", seconds=0.0, baseline=None,
                  ratio=None)]
+    # each row's copy and conversion calls alternate (bench.timing)
     for fmt in ("fp16", "bf16", "e4m3fn", "e5m2"):
         for cls, x in _classes(n, sf.get_format(fmt).tiny).items():
-            base = _best(lambda x=x: x.copy())
-            for mode, kw in (("rne", {}), ("sr", {"seed": 1})):
-                t = _best(lambda x=x, f=fmt, mode=mode, kw=kw: sf.round(x, f, mode, **kw))
+            modes = (("rne", {}), ("sr", {"seed": 1}))
+            base, *ts = best_interleaved(
+                [lambda x=x: x.copy()] + [lambda x=x, f=fmt, mode=mode, kw=kw:
+                                          sf.round(x, f, mode, **kw) for mode, kw in modes],
+                REPEATS)
+            for (mode, _), t in zip(modes, ts):
                 rows.append(dict(name=f"sf.round {fmt} {mode} {cls}", seconds=t,
                                  baseline="float32 copy (same array)", ratio=t / base))
     for fmt in ("fp16", "bf16"):
         x = _classes(n64, 1.0)["gradient"].astype(np.float64) * (1 + 2.0 ** -40)
-        base = _best(lambda x=x: x.copy())
-        t = _best(lambda x=x, f=fmt: sf.round(x, f))
+        base, t = best_interleaved([lambda x=x: x.copy(), lambda x=x, f=fmt: sf.round(x, f)],
+                                   REPEATS)
         rows.append(dict(name=f"sf.round float64 -> {fmt} rne gradient", seconds=t,
                          baseline="float64 copy (same array)", ratio=t / base))
     return rows
