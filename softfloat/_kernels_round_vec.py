@@ -740,6 +740,8 @@ def _narrow_block_impl(ws, os, cvt):
                     os[j] = narrow_bits(ws[j])
         return impl
 
+    # lanes as wide as os's elements: never called (the later passes take this path only where
+    # narrows() holds), but typed at every call site, whose branch LLVM drops
     def same(ws, os, cvt):
         for j in range(os.size):
             os[j] = ws[j]

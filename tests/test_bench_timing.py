@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
+import bench.timing as timing
 from bench.timing import best_interleaved
 
 
@@ -17,18 +16,19 @@ def test_calls_alternate_after_one_warm_up_each():
     assert len(best) == 3 and all(b >= 0.0 for b in best)
 
 
-def test_each_function_gets_its_own_best():
-    slow_first = iter([0.0] + [0.02] * 2 + [0.0] * 10)  # warm-up, two slow calls, then fast
+def test_each_function_gets_its_own_best(monkeypatch):
+    """A fake clock that each call advances by its own duration: the bests are exact."""
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    varying = iter([9.0, 5.0, 7.0, 2.0, 4.0, 3.0])    # warm-up, then five timed calls
+    steady = iter([1.0] * 6)
 
-    def varying():
-        time.sleep(next(slow_first))
+    def tick(durations):
+        def fn():
+            now[0] += next(durations)
+        return fn
 
-    def steady():
-        time.sleep(0.01)
-
-    t_var, t_steady = best_interleaved([varying, steady], 5)
-    assert t_var < 0.009                                # its fast calls count, not its slow ones
-    assert 0.009 <= t_steady < 0.5
+    assert best_interleaved([tick(varying), tick(steady)], 5) == [2.0, 1.0]
 
 
 def test_repeats_must_be_positive():
