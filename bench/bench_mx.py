@@ -9,9 +9,14 @@ measured in the same run:
 * numpy float32 matmul (OpenBLAS sgemm) at n = 1024: mx.gemm's ideal-fp32 model is compared
   with it (``speed`` = baseline / seconds; issue 14: speed >= 0.3); the blocked model (a plain
   Numba loop, not a speed target) at n = 256 against sgemm at n = 256.
-The copy baseline is re-measured between the quantize rows and its best time is used, so that
-a burst of load on a shared machine does not favour one side; a short idle gap separates numpy's
-BLAS threads from Numba's (they fight over the cores).
+Each quantize row's calls alternate with copies of the same array (bench.timing.best_interleaved,
+REPEATS_Q rounds) and its ratio divides by the best of those copies, so that a burst of load on
+a shared machine covers both sides of a ratio.  Until 2026-11-29 each row was the best of 3
+calls and every row was divided by the best of all the copies; on the AVX2 code path of the
+2-core Zen 4 host rows of the same work then read 15-16 ms or 20-21 ms by chance (mxfp8_e4m3
+"even" 15.8 ms against "floor" 20.7; the copy 6.6 ms), one call in a burst being enough to
+miss the bar.  A short idle gap separates numpy's BLAS threads from Numba's (they fight over
+the cores).
 
 Run as a script to print the table: ``python bench/bench_mx.py``.
 """
@@ -24,10 +29,18 @@ import numpy as np
 
 from softfloat import mx
 
+try:                                    # python -m bench (the repository root on sys.path)
+    from bench.timing import best_interleaved
+except ImportError:                     # python bench/bench_mx.py
+    from timing import best_interleaved
+
 N = 1 << 24
 GEMM_N = 1024
 BLOCKED_N = 256
 REPEATS = 5
+#: rounds of each quantize row (a copy and a call each); NVFP4's exact division (~0.4 s a call
+#: on 2 cores) takes 2
+REPEATS_Q = 7
 GAP = 0.5
 COPY = f"float32 copy of {N >> 20}M elements"
 SGEMM = f"numpy float32 matmul n={GEMM_N}"
@@ -59,16 +72,18 @@ def _quantize_rows(x):
         ("mx.quantize nvfp4 mode=sr", dict(fmt="nvfp4", mode="sr", seed=1)),
         ("mx.quantize nvfp4 exact_division", dict(fmt="nvfp4", exact_division=True)),
     ]
-    copies = []
     timed = []
     for name, kw in cases:
         kw = dict(kw)
         fmt = kw.pop("fmt")
-        copies.append(_best(lambda: x.copy(), 3))
-        timed.append((name, _best(lambda fmt=fmt, kw=kw: mx.quantize(x, fmt, **kw), 3)))
-    base = min(copies)
-    rows = [{"name": COPY, "seconds": base, "baseline": None, "ratio": None}]
-    rows += [{"name": n, "seconds": s, "baseline": COPY, "ratio": s / base} for n, s in timed]
+        copy, t = best_interleaved(
+            [lambda: x.copy(), lambda fmt=fmt, kw=kw: mx.quantize(x, fmt, **kw)],
+            2 if kw.get("exact_division") else REPEATS_Q)
+        timed.append((name, t, copy))
+    # the copy row: the best copy of the run (each ratio divides by its own row's copies)
+    rows = [{"name": COPY, "seconds": min(c for _, _, c in timed), "baseline": None,
+             "ratio": None}]
+    rows += [{"name": n, "seconds": s, "baseline": COPY, "ratio": s / c} for n, s, c in timed]
     return rows
 
 
