@@ -52,8 +52,8 @@ from numba import njit
 
 from .._intrinsics import (add32, and32, ge32, gt32, lo32, lt32, ne32, or32, sel32, shl32, shr32,
                       sub32, xor32)
-from .._primitives import F32_ABS, F32_FRAC, F32_HIDDEN, F32_INF, U64_32
-from ..rng import random_bits
+from .._primitives import F32_ABS, F32_FRAC, F32_HIDDEN, F32_INF, U64_0, U64_32
+from ..rng import WEYL_STEP, mix, weyl
 
 __all__ = ["fast_consts", "unpack", "block_consts", "run_det", "run_sr", "run_det_nv", "run_sr_nv",
            "rne_consts", "run_rne"]
@@ -230,14 +230,14 @@ def _sr_one(b, ax, u, K, BC):
 # returns (saturated, flushed, slow).
 
 @njit(cache=True, inline="always")
-def _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr):
+def _elem(j, xs, xf, rcp, K, BC, u, nv, sr):
     """Element j: y's pattern (x's, or fl32(x * rcp)'s with nv) rounded by _det_one or, with
-    sr, by _sr_one with the bits random_bits(key, base + j)."""
+    sr, by _sr_one with the random bits u."""
     xb = xs[j]
     b = np.float32(xf[j] * rcp).view(np.uint32) if nv else xb
     ax = and32(xb, F32_ABS)
     if sr:
-        return _sr_one(b, ax, random_bits(key, base + j), K, BC)
+        return _sr_one(b, ax, u, K, BC)
     return _det_one(b, ax, K, BC)
 
 
@@ -253,7 +253,10 @@ def _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow):
 @njit(cache=True, inline="always")
 def _run(xs, xf, rcp, es, vs, K, BC, key, base, nv, sr):
     """The loop of the four run_* functions (nv, sr: their constants).  The deterministic MX
-    loop goes 16 elements at a time (then the rest one by one); the others in one loop."""
+    loop goes 16 elements at a time (then the rest one by one); the others in one loop.
+    Element j's random bits are random_bits(key, base + j) = mix(key, weyl(base + j)), the
+    Weyl term carried as a sum (softfloat.rng.mix: LLVM otherwise keeps the product
+    (base + j) * 0x9E3779B97F4A7C15, three vpmuludq a vector on AVX2)."""
     sat = _U0
     fl = _U0
     slow = _U0
@@ -262,10 +265,13 @@ def _run(xs, xf, rcp, es, vs, K, BC, key, base, nv, sr):
     for j0 in range(0, n16, 16):
         for jj in range(16):
             j = j0 + jj
-            cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr)
+            cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, U64_0, nv, sr)
             sat, fl, slow = _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow)
+    w = weyl(base + n16)
     for j in range(n16, n):
-        cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, key, base, nv, sr)
+        u = mix(key, w) if sr else U64_0
+        w += WEYL_STEP
+        cb, v, s, f, sl = _elem(j, xs, xf, rcp, K, BC, u, nv, sr)
         sat, fl, slow = _put(j, es, vs, cb, v, s, f, sl, sat, fl, slow)
     return np.int64(sat), np.int64(fl), np.int64(slow)
 
