@@ -115,7 +115,7 @@ def test_unflagged_kernel_equals_round_value(fmt, dtype):
     rng = np.random.default_rng(23)
     for cls, x in data(fmt, rng, dtype).items():
         for mode in range(8):
-            for rbits in ((3, 13, 24, 31, 32, 40) if mode == 6 else (None,)):
+            for rbits in ((3, 13, 24, 31, 32, 40, 52, 53) if mode == 6 else (None,)):
                 kw = dict(seed=5, sr_bits=rbits) if mode == 6 else {}
                 got = sf.round(x, fmt, mode, **kw)
                 key, rb = (sf.rng.seed_key(5), rbits) if mode == 6 else (np.uint64(0), 1)
