@@ -195,13 +195,14 @@ class VecParams(NamedTuple):
     cmagic: object        # pattern of C = 1.5 * 2^(emin - m + F) (0 when unused)
     # pass 1x in stochastic rounding below 2^emin (_grid_sr_ext)
     sr_lim: object        # a < sr_lim takes the grid rounding: tinybits; 0 on a linear grid
-    sr_inv_q: object      # 32-bit lanes, sr_float: the float32 pattern of 2^-qe (qe = emin - m)
+    sr_inv_q: object      # where the float formula applies (sr_float in vec_params): the
+                          # pattern, in the input's width, of 2^-qe (qe = emin - m)
     sr_two_r: object      # ... of 2^r
     sr_q: object          # ... of 2^qe
-    sr_ush: object        # 32 - r: U >> sr_ush = the top r random bits
+    sr_ush: object        # W - r: U >> sr_ush = the top r random bits
     sr_r: object          # r
     sr_slow: object       # a < sr_slow goes to pass 2: tinybits where the float formula
-                          # does not apply (32-bit lanes), else 0
+                          # does not apply (and the grid is not linear), else 0
     sr_clamp: object      # its input clamp: tinybits, 0 where it does not apply
     ovp: object
     ovn: object
@@ -329,12 +330,11 @@ def vec_params(fmt, mode: int, rbits: int, lane) -> VecParams:
     # OVERFLOW), and pass 1 marks Inf.  The arithmetic's Inf results (1% Inf/NaN operands)
     # then send no chunk of the rounding to pass 1x or a later pass.
     inf_is_ov = ov == [pat(inf_p), pat(inf_n)]
-    # pass 1x's stochastic rounding below 2^emin in 32-bit lanes (_grid_sr32): float32
-    # arithmetic, exact where q = 2^qe is a normal float32 not above 1 and r <= 31; on a
-    # linear grid pass 1's rounding at bit d is the grid's (see _grid_sr32); elsewhere (r >= 32,
-    # custom formats with qe below -126) the elements below 2^emin go to pass 2
-    # (64-bit lanes: _grid_sr64, float64 arithmetic, exact where q is a normal float64 not
-    # above 1 and r <= 52)
+    # pass 1x's stochastic rounding below 2^emin in float arithmetic of the input's width
+    # (_grid_sr32, _grid_sr64): exact where q = 2^qe is a normal float of that width not above
+    # 1 and r <= 31 (float32) / 52 (float64); on a linear grid pass 1's rounding at bit d is
+    # the grid's (see _grid_sr32); elsewhere (more random bits) the elements below 2^emin go
+    # to pass 2
     rmax = 31 if lane == np.uint32 else 52
     sr_float = -(B - 1) <= qe <= 0 and rbits <= rmax
     r31 = min(rbits, rmax)
