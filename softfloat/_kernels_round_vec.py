@@ -141,8 +141,9 @@ from numba.extending import overload
 from ._driver import INNER, add_flag_counts, launch, n_chunks, record
 from ._kernels_bits import carrier_bits, store_carrier
 from ._primitives import F32_SIGN, F64_ABS, F64_EXP_FIELD
-from ._lanes import (vadd, vand, vcount, veq, vfbits, vge, vgt, vlt, vmagic, vmax, vmerge, vmin,
-                     vne, vor, vsel, vsge, vsgt, vshl, vshr, vslt, vsub, vtop, vxor)
+from ._lanes import (_TWO52, vadd, vand, vcount, veq, vfbits, vge, vgt, vlt, vmagic, vmax,
+                     vmerge, vmin, vne, vor, vsel, vsge, vsgt, vshl, vshr, vslt, vsub, vtop,
+                     vxor)
 from ._roundpack import (INEXACT, INVALID, OVERFLOW, RDN, RHU, RNA, RNE, RTO, RUP, SR,
                          UNDERFLOW, format_params_of, inf_result, overflow_result, round_value,
                          zero_result)
@@ -599,7 +600,7 @@ def _grid_sr64(a, U, P):
     arithmetic's RO53 proxies), exact where P.sr_float held (-1022 <= qe <= 0, r <= 52):
     s = |x| 2^-qe <= 2^m <= 2^50, a power-of-two scaling up; floor by _floor52 (AVX2 has no
     float64 -> int64 vector conversion); y = s - floor(s), exact (s's fraction bits); t =
-    floor(y 2^r) < 2^r <= 2^52; u >> (64 - r) < 2^r, as a float64 by the 2^52 trick (exact);
+    floor(y 2^r) < 2^r <= 2^52; u >> (64 - r) < 2^r, as a float64 by vfbits (exact);
     their sum below 2^53, exact, so its compare with 2^r is the carry; k q exact (k <= 2^m,
     q >= 2^-1022 normal) or +0.  Where the formula does not apply the input is clamped to 0
     (no subnormal float64 operand) and a < P.sr_slow sends the elements below 2^emin to
@@ -612,7 +613,7 @@ def _grid_sr64(a, U, P):
     n = _floor52(s)
     two_r = np.uint64(P.sr_two_r).view(np.float64)
     t = _floor52((s - n) * two_r)
-    ur = np.uint64(_TWO52_BITS | vshr(U, P.sr_ush)).view(np.float64) - _TWO52
+    ur = np.uint64(vfbits(vshr(U, P.sr_ush))).view(np.float64)
     k = n + (1.0 if t + ur >= two_r else 0.0)
     rg = np.float64(k * np.uint64(P.sr_q).view(np.float64))
     return rg.view(np.uint64), vslt(a, P.sr_slow)
@@ -754,8 +755,6 @@ _SPEC_OFF = np.uint64(1792 << 23)  # (2047 - 255) << 23: the same for Inf and Na
 _P_NORM32 = np.uint64(897 << 52)   # float64 pattern of 2^-126, float32's smallest normal
 _LOW32 = np.uint64(0xFFFFFFFF)
 _TWO149 = 2.0 ** 149               # float32's subnormal step 2^-149 -> 1
-_TWO52 = 2.0 ** 52                 # + 2^52: the integer k < 2^52 in the low fraction bits
-_TWO52_BITS = np.uint64(0x4330000000000000)   # its pattern (k | this is the pattern of 2^52 + k)
 _U32_0 = np.uint32(0)
 
 
